@@ -1,0 +1,114 @@
+"""Value types at the border between the FIB logic and the netlink adapter.
+
+DOC: the reconciler (pure) plans `Op`s; the adapter (`agent.fib.netlink`) turns a list of ops into
+batched netlink messages and reports back only the failures. Dumps and monitor events come back as
+the same value types, with interface indexes already translated to names, so the logic never sees
+netlink.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..model import KernelRoute, NextHop, Prefix, RouteType
+
+RT_TABLE_MAIN = 254
+RTPROT_KERNEL = 2
+DEFAULT_PROTOCOL = 201
+DEFAULT_METRIC = 20
+
+# Names iproute2 prints for well-known protocol numbers (rtnetlink.h / rt_protos).
+PROTOCOL_NAMES = {
+    0: "unspec", 1: "redirect", 2: "kernel", 3: "boot", 4: "static", 8: "gated", 9: "ra",
+    10: "mrt", 11: "zebra", 12: "bird", 13: "dnrouted", 14: "xorp", 15: "ntk", 16: "dhcp",
+    17: "mrouted", 18: "keepalived", 42: "babel", 99: "openr", 186: "bgp", 187: "isis",
+    188: "ospf", 189: "rip", 192: "eigrp",
+}
+
+
+def protocol_name(number: int, ours: int | None = None) -> str:
+    if number == ours:
+        return "route-agent"
+    return PROTOCOL_NAMES.get(number, str(number))
+
+
+@dataclass(frozen=True, slots=True)
+class FibSettings:
+    table: int = RT_TABLE_MAIN
+    protocol: int = DEFAULT_PROTOCOL
+    metric: int = DEFAULT_METRIC
+
+
+class OpKind(enum.Enum):
+    ADD = "add"  # NLM_F_CREATE | NLM_F_EXCL: never clobbers a route we did not know was there
+    REPLACE = "replace"  # NLM_F_CREATE | NLM_F_REPLACE: only over a route of ours
+    DELETE = "delete"  # a delete of a route that is already gone counts as success
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    kind: OpKind
+    prefix: Prefix
+    route: KernelRoute  # metric always filled in (never None)
+
+
+@dataclass(frozen=True, slots=True)
+class OpError:
+    op: Op
+    errno: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignRoute:
+    """A route in our table whose protocol is not ours (connected, boot, static, dhcp, bird ...)."""
+
+    prefix: Prefix
+    protocol: int
+    metric: int
+    type: RouteType
+    nexthops: tuple[NextHop, ...]
+
+    @property
+    def connected(self) -> bool:
+        """Directly connected: unicast with only device next hops (no gateway)."""
+        return self.type == RouteType.UNICAST and bool(self.nexthops) and all(
+            nh.gateway is None and nh.dev for nh in self.nexthops
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Dump:
+    ours: dict[Prefix, KernelRoute]
+    foreign: list[ForeignRoute]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    name: str
+    index: int
+    up: bool
+
+
+# ---- monitor events ----
+@dataclass(frozen=True, slots=True)
+class RouteEvent:
+    """RTM_NEWROUTE / RTM_DELROUTE in our table, ours or foreign."""
+
+    deleted: bool
+    prefix: Prefix
+    protocol: int
+    route: KernelRoute  # metric filled in
+    foreign: ForeignRoute | None  # set when protocol is not ours
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEvent:
+    deleted: bool
+    link: Link
+
+
+@dataclass(frozen=True, slots=True)
+class Overrun:
+    """The monitor socket overflowed (ENOBUFS): events were lost, a full resync is needed."""

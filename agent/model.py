@@ -1,0 +1,279 @@
+"""Frozen value types shared by every stage: prefixes, origins, candidates, kernel routes.
+
+DOC: the RIB holds up to millions of routes, so the types are built for memory first.
+
+* `Prefix` is an `int` subclass with no instance dict: the address, the prefix length and the
+  family are packed into one integer (`addr << 8 | len`, bit 136 set for IPv6). One small int is
+  the whole key; it hashes fast, sorts IPv4 before IPv6 and then by address, and prints as
+  ``10.0.0.0/24``.
+* Everything else is a frozen, slotted dataclass. Values that many routes share (origins, next-hop
+  tuples, BGP attribute sets, whole candidates) are interned with `intern()` so a million routes
+  point at a few thousand objects.
+* `Candidate` is one origin's offer for one prefix. `KernelRoute` is what the FIB wants (or found)
+  in the kernel for one prefix: type, resolved next hops (a gateway always carries its device),
+  metric.
+
+Administrative distance: lower wins; 255 means never install. It is never called preference
+(BIRD's preference is the opposite).
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+_V6_FLAG = 1 << 136
+
+
+class Prefix(int):
+    """An IPv4 or IPv6 network packed into one int: ``(v6 << 136) | (address << 8) | length``."""
+
+    __slots__ = ()
+
+    @classmethod
+    def parse(cls, text: str) -> "Prefix":
+        """Parse ``10.0.0.0/24`` or ``2001:db8::/32``; host bits set is an error (ValueError)."""
+        net = ipaddress.ip_network(text, strict=True)
+        return cls.of(net.version, int(net.network_address), net.prefixlen)
+
+    @classmethod
+    def of(cls, family: int, address: int, length: int) -> "Prefix":
+        """Build from family (4 or 6), the address as an int, and the prefix length."""
+        return cls((_V6_FLAG if family == 6 else 0) | (address << 8) | length)
+
+    @property
+    def family(self) -> int:
+        return 6 if self & _V6_FLAG else 4
+
+    @property
+    def length(self) -> int:
+        return self & 0xFF
+
+    @property
+    def address(self) -> int:
+        return (self & (_V6_FLAG - 1)) >> 8
+
+    @property
+    def bits(self) -> int:
+        return 128 if self & _V6_FLAG else 32
+
+    @property
+    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        cls = ipaddress.IPv6Network if self & _V6_FLAG else ipaddress.IPv4Network
+        return cls((self.address, self.length))
+
+    def contains_address(self, family: int, address: int) -> bool:
+        """True when the host address (as int) of `family` lies inside this prefix."""
+        if family != self.family:
+            return False
+        shift = self.bits - self.length
+        return (address >> shift) == (self.address >> shift)
+
+    def __str__(self) -> str:
+        return str(self.network)
+
+    def __repr__(self) -> str:
+        return f"Prefix('{self}')"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def parse_address(text: str) -> tuple[int, int]:
+    """Return (family, address int) of an IP address string."""
+    addr = ipaddress.ip_address(text)
+    return addr.version, int(addr)
+
+
+def canonical_address(text: str) -> str:
+    """The canonical (compressed) text of an address, interned."""
+    return sys.intern(str(ipaddress.ip_address(text)))
+
+
+class SourceKind(str, enum.Enum):
+    """Where a candidate comes from. The order here is the tie-break order at equal distance."""
+
+    CONNECTED = "connected"  # foreign kernel route with proto kernel (interface subnets)
+    KERNEL = "kernel"  # any other foreign kernel route (boot, static, dhcp, bird, zebra ...)
+    STATIC = "static"  # static routes from our configuration
+    EBGP = "ebgp"
+    IBGP = "ibgp"
+
+    @property
+    def rank(self) -> int:
+        return _KIND_RANK[self]
+
+    @property
+    def foreign(self) -> bool:
+        """Routes of this kind live in the kernel under someone else's protocol."""
+        return self in (SourceKind.CONNECTED, SourceKind.KERNEL)
+
+
+_KIND_RANK = {k: i for i, k in enumerate(SourceKind)}
+
+DEFAULT_DISTANCE: dict[SourceKind, int] = {
+    SourceKind.CONNECTED: 0,
+    SourceKind.KERNEL: 0,
+    SourceKind.STATIC: 1,
+    SourceKind.EBGP: 20,
+    SourceKind.IBGP: 200,
+}
+NEVER_INSTALL = 255
+
+
+class RouteType(enum.IntEnum):
+    """Kernel route types we program or meet (values are the kernel's RTN_* numbers)."""
+
+    UNICAST = 1
+    BLACKHOLE = 6
+    UNREACHABLE = 7
+    PROHIBIT = 8
+
+
+class BgpOrigin(enum.IntEnum):
+    IGP = 0
+    EGP = 1
+    INCOMPLETE = 2
+
+
+class BestReason(str, enum.Enum):
+    """The step of the decision process that eliminated the winner's last rival."""
+
+    ONLY_CANDIDATE = "only candidate"
+    ADMIN_DISTANCE = "administrative distance"
+    SOURCE_KIND = "source kind"  # equal distance, non-BGP: connected > kernel > static > bgp
+    LOCAL_PREF = "local preference"
+    AS_PATH = "AS path length"
+    ORIGIN = "BGP origin"
+    MED = "MED"
+    EBGP_OVER_IBGP = "eBGP over iBGP"
+    ROUTER_ID = "router id"
+    PEER_ADDRESS = "peer address"
+    ORIGIN_NAME = "origin name"  # last deterministic tie-break between two non-BGP origins
+    MULTIPATH = "equal-cost multipath"  # several winners, none eliminated
+    UNRESOLVED = "no resolvable candidate"
+    NONE = "no candidate"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """A source of routes: its kind and name, e.g. ``static/uplinks`` or ``kernel/proto=dhcp``."""
+
+    kind: SourceKind
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class NextHop:
+    """One next hop. A gateway is an address string (canonical); `dev` an interface name."""
+
+    gateway: str | None = None
+    dev: str | None = None
+    weight: int = 1
+
+    def __str__(self) -> str:
+        parts = []
+        if self.gateway:
+            parts.append(f"via {self.gateway}")
+        if self.dev:
+            parts.append(f"dev {self.dev}")
+        if self.weight != 1:
+            parts.append(f"weight {self.weight}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class BgpAttrs:
+    """Path attributes that the best-path steps read (filled by the BGP source, later issue)."""
+
+    peer_address: str
+    peer_as: int
+    router_id: str
+    ebgp: bool
+    local_pref: int = 100
+    as_path: tuple[int, ...] = ()
+    origin: BgpOrigin = BgpOrigin.IGP
+    med: int = 0
+    communities: tuple[str, ...] = ()
+    large_communities: tuple[str, ...] = ()
+
+    @property
+    def neighbor_as(self) -> int:
+        """The AS the path was learned from (first AS in the path, else the peer's AS)."""
+        return self.as_path[0] if self.as_path else self.peer_as
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One origin's route for one prefix."""
+
+    origin: Origin
+    distance: int
+    nexthops: tuple[NextHop, ...] = ()
+    type: RouteType = RouteType.UNICAST
+    bgp: BgpAttrs | None = None
+    metric: int | None = None  # kernel metric wanted by policy; None: the FIB default
+
+    def describe(self) -> str:
+        if self.type != RouteType.UNICAST:
+            return self.type.name.lower()
+        return ", ".join(str(nh) for nh in self.nexthops) or "-"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRoute:
+    """What one prefix looks like in the kernel (our protocol, our table).
+
+    Next hops are sorted; a gateway next hop always carries its device (the resolver fills it in,
+    and the kernel reports it), so a route read back from the kernel compares equal to the route
+    we wrote. `metric` None means "the FIB's configured metric".
+    """
+
+    type: RouteType = RouteType.UNICAST
+    nexthops: tuple[NextHop, ...] = ()
+    metric: int | None = None
+
+    def with_metric(self, metric: int) -> "KernelRoute":
+        return self if self.metric == metric else intern(KernelRoute(self.type, self.nexthops, metric))
+
+    def __str__(self) -> str:
+        head = "" if self.type == RouteType.UNICAST else self.type.name.lower()
+        hops = " ".join(f"nexthop {nh}" if len(self.nexthops) > 1 else str(nh) for nh in self.nexthops)
+        metric = "" if self.metric is None else f"metric {self.metric}"
+        return " ".join(p for p in (head, hops, metric) if p)
+
+
+_INTERN: dict[Any, Any] = {}
+
+
+def intern(value: Any) -> Any:
+    """Return the one shared instance equal to `value` (for origins, next hops, candidates ...).
+
+    The table only grows with distinct values, which are few (next-hop sets, attribute sets),
+    not with routes.
+    """
+    return _INTERN.setdefault(value, value)
+
+
+def nexthops(*hops: NextHop) -> tuple[NextHop, ...]:
+    """An interned, sorted next-hop tuple (the canonical form used everywhere)."""
+    return intern(tuple(sorted(set(hops), key=_nh_key)))
+
+
+def _nh_key(nh: NextHop) -> tuple:
+    return (nh.gateway or "", nh.dev or "", nh.weight)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """A source's message to the RIB: `candidate` for `prefix` from `origin`, or None to withdraw."""
+
+    prefix: Prefix
+    origin: Origin
+    candidate: Candidate | None = field(default=None)

@@ -1,0 +1,229 @@
+"""The RIB: every source's candidates per prefix, and the kernel route each prefix should have.
+
+DOC: one dict maps a `Prefix` to its candidates: a bare `Candidate` when only one origin offers the
+prefix (the common case, and the cheap one in memory), else a tuple sorted by origin. Nothing
+derived is stored per route: the winner is recomputed from the candidates when a prefix changes,
+which keeps a million routes at a dict slot, an int key and a shared candidate each.
+
+`apply(updates)` takes a batch of source updates and returns the prefixes whose desired kernel
+route changed (old best vs new best), mapped to the new `KernelRoute` or None (nothing of ours:
+no usable candidate, or a foreign route wins so we never shadow what another daemon owns).
+
+Next hops are resolved through the `Resolver`, which learns directly connected routes from the
+foreign kernel candidates passing through here. When connectivity changes (an interface address or
+link state), every prefix with next hops is re-emitted; the FIB drops what did not change.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from .bestpath import Selection, select
+from .model import (
+    NEVER_INSTALL,
+    BestReason,
+    Candidate,
+    KernelRoute,
+    Origin,
+    Prefix,
+    RouteType,
+    Update,
+    intern,
+    nexthops,
+)
+from .resolver import Resolver
+
+Entry = Candidate | tuple[Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateState:
+    candidate: Candidate
+    status: str  # best | multipath | lost | unresolved | never-install
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Everything `explain` shows about one prefix's RIB decision."""
+
+    prefix: Prefix
+    candidates: tuple[CandidateState, ...]
+    reason: BestReason
+    desired: KernelRoute | None
+    note: str = ""
+
+
+def _connected_devs(c: Candidate | None) -> tuple[str, ...]:
+    """Devices through which a foreign candidate makes its prefix directly reachable."""
+    if c is None or not c.origin.kind.foreign or c.type != RouteType.UNICAST or not c.nexthops:
+        return ()
+    if any(nh.gateway is not None or nh.dev is None for nh in c.nexthops):
+        return ()
+    return tuple(nh.dev for nh in c.nexthops)
+
+
+class Rib:
+    def __init__(
+        self, max_paths: int = 16, resolver: Resolver | None = None, multipath_relax: bool = False
+    ) -> None:
+        self.max_paths = max_paths
+        self.multipath_relax = multipath_relax
+        self.resolver = resolver or Resolver()
+        self._routes: dict[Prefix, Entry] = {}
+        self.counts: Counter[Origin] = Counter()
+
+    # ---- updates ----
+    def apply(self, updates: Iterable[Update]) -> dict[Prefix, KernelRoute | None]:
+        generation = self.resolver.generation
+        before: dict[Prefix, KernelRoute | None] = {}
+        for u in updates:
+            if u.prefix not in before:
+                before[u.prefix] = self.desired(u.prefix)
+            self._set(u.prefix, u.origin, u.candidate)
+        if self.resolver.generation != generation:
+            return self.reevaluate() | {p: self.desired(p) for p in before}
+        changes = {}
+        for prefix, old in before.items():
+            new = self.desired(prefix)
+            if new != old:
+                changes[prefix] = new
+        return changes
+
+    def set_link(self, name: str, up: bool | None) -> dict[Prefix, KernelRoute | None]:
+        return self.reevaluate() if self.resolver.set_link(name, up) else {}
+
+    def reevaluate(self) -> dict[Prefix, KernelRoute | None]:
+        """The desired route of every prefix whose candidates have next hops (after connectivity
+        changed). The FIB ignores the ones equal to what is installed."""
+        out = {}
+        for prefix, entry in self._routes.items():
+            cands = (entry,) if isinstance(entry, Candidate) else entry
+            if any(c.nexthops and not c.origin.kind.foreign for c in cands):
+                out[prefix] = self.desired(prefix)
+        return out
+
+    def _set(self, prefix: Prefix, origin: Origin, cand: Candidate | None) -> None:
+        cur = self._routes.get(prefix)
+        old: Candidate | None = None
+        if cur is None:
+            if cand is not None:
+                self._routes[prefix] = cand
+        elif isinstance(cur, Candidate):
+            if cur.origin == origin:
+                old = cur
+                if cand is None:
+                    del self._routes[prefix]
+                else:
+                    self._routes[prefix] = cand
+            elif cand is not None:
+                self._routes[prefix] = tuple(sorted((cur, cand), key=lambda c: str(c.origin)))
+        else:
+            rest = []
+            for c in cur:
+                if c.origin == origin:
+                    old = c
+                else:
+                    rest.append(c)
+            if cand is not None:
+                rest.append(cand)
+                rest.sort(key=lambda c: str(c.origin))
+            if not rest:
+                del self._routes[prefix]
+            else:
+                self._routes[prefix] = rest[0] if len(rest) == 1 else tuple(rest)
+        if old is None and cand is not None:
+            self.counts[origin] += 1
+        elif old is not None and cand is None:
+            self.counts[origin] -= 1
+            if not self.counts[origin]:
+                del self.counts[origin]
+        for dev in _connected_devs(old):
+            self.resolver.remove_connected(prefix, dev)
+        for dev in _connected_devs(cand):
+            self.resolver.add_connected(prefix, dev)
+
+    # ---- decisions ----
+    def candidates(self, prefix: Prefix) -> tuple[Candidate, ...]:
+        entry = self._routes.get(prefix)
+        if entry is None:
+            return ()
+        return (entry,) if isinstance(entry, Candidate) else entry
+
+    def _usable(self, c: Candidate) -> bool:
+        if c.distance >= NEVER_INSTALL:
+            return False
+        if c.origin.kind.foreign or c.type != RouteType.UNICAST:
+            return True
+        return bool(self.resolver.resolve(c.nexthops)[0])
+
+    def selection(self, prefix: Prefix) -> Selection:
+        return select(
+            [c for c in self.candidates(prefix) if self._usable(c)],
+            self.max_paths,
+            self.multipath_relax,
+        )
+
+    def desired(self, prefix: Prefix) -> KernelRoute | None:
+        entry = self._routes.get(prefix)
+        if entry is None:
+            return None
+        if isinstance(entry, Candidate):
+            return self._kernel_route((entry,)) if self._usable(entry) else None
+        return self._kernel_route(self.selection(prefix).winners)
+
+    def _kernel_route(self, winners: tuple[Candidate, ...]) -> KernelRoute | None:
+        if not winners or any(w.origin.kind.foreign for w in winners):
+            return None
+        first = winners[0]
+        if first.type != RouteType.UNICAST:
+            return intern(KernelRoute(first.type, (), first.metric))
+        if len(winners) == 1:
+            hops = self.resolver.resolve(first.nexthops)[0]
+        else:
+            hops = nexthops(*(nh for w in winners for nh in self.resolver.resolve(w.nexthops)[0]))
+        return intern(KernelRoute(RouteType.UNICAST, hops, first.metric))
+
+    def decide(self, prefix: Prefix) -> Decision:
+        cands = self.candidates(prefix)
+        sel = self.selection(prefix)
+        desired = self._kernel_route(sel.winners)
+        states = []
+        for c in cands:
+            if c.distance >= NEVER_INSTALL:
+                states.append(CandidateState(c, "never-install", f"distance {c.distance}"))
+            elif not self._usable(c):
+                why = self.resolver.resolve(c.nexthops)[1]
+                states.append(CandidateState(c, "unresolved", why))
+            elif c in sel.winners:
+                status = "best" if c is sel.winners[0] else "multipath"
+                hops = self.resolver.resolve(c.nexthops)
+                states.append(CandidateState(c, status, hops[1]))
+            else:
+                states.append(CandidateState(c, "lost"))
+        note = ""
+        if sel.winners and desired is None:
+            note = f"a foreign kernel route ({sel.winners[0].origin}) wins: route-agent installs nothing"
+        elif cands and not sel.winners:
+            note = "no usable candidate: nothing installed"
+        reason = sel.reason if sel.winners or not cands else BestReason.UNRESOLVED
+        return Decision(prefix, tuple(states), reason, desired, note)
+
+    # ---- views ----
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def __contains__(self, prefix: Prefix) -> bool:
+        return prefix in self._routes
+
+    def prefixes(self) -> Iterator[Prefix]:
+        return iter(self._routes)
+
+    def routes_of(self, origin: Origin) -> Iterator[tuple[Prefix, Candidate]]:
+        """Every candidate of one origin (a scan; for mark-and-sweep of small sources and views)."""
+        for prefix in self._routes:
+            for c in self.candidates(prefix):
+                if c.origin == origin:
+                    yield prefix, c

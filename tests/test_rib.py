@@ -1,0 +1,155 @@
+"""RIB: candidates per prefix, resolution, ECMP, foreign routes, and order independence."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.fib.reconciler import FibState
+from agent.fib.types import FibSettings
+from agent.model import KernelRoute, NextHop, Origin, RouteType, SourceKind, Update, nexthops
+from agent.rib import Rib
+from tests.factories import P, bgp, kernel, static
+from tests.fakes import FakeNetlink
+
+NET = P("10.0.0.0/24")
+NET6 = P("fd00::/64")
+
+
+def connected(prefix=NET, dev="eth0"):
+    c = kernel("kernel", dev=dev, connected=True)
+    return Update(prefix, c.origin, c)
+
+
+def rib_with_links(*devs, max_paths=16):
+    rib = Rib(max_paths=max_paths)
+    for d in devs:
+        rib.set_link(d, True)
+    return rib
+
+
+def up(prefix, cand):
+    return Update(P(prefix) if isinstance(prefix, str) else prefix, cand.origin, cand)
+
+
+def test_static_route_resolves_through_connected_route_and_gets_device():
+    rib = rib_with_links("eth0")
+    rib.apply([connected()])
+    changes = rib.apply([up("192.168.1.0/24", static("a", "10.0.0.1"))])
+    assert changes == {P("192.168.1.0/24"): KernelRoute(RouteType.UNICAST, nexthops(NextHop("10.0.0.1", "eth0")))}
+
+
+def test_unresolved_route_is_not_installed_and_explained_then_installed_when_resolvable():
+    rib = rib_with_links("eth0")
+    assert rib.apply([up("192.168.1.0/24", static("a", "10.0.0.1"))]) == {}
+    d = rib.decide(P("192.168.1.0/24"))
+    assert d.desired is None and d.candidates[0].status == "unresolved"
+    assert "10.0.0.1 is not reachable" in d.candidates[0].detail
+    changes = rib.apply([connected()])
+    assert changes[P("192.168.1.0/24")].nexthops == (NextHop("10.0.0.1", "eth0"),)
+
+
+def test_link_down_makes_route_unresolved():
+    rib = rib_with_links("eth0")
+    rib.apply([connected(), up("192.168.1.0/24", static("a", "10.0.0.1"))])
+    assert rib.set_link("eth0", False) == {P("192.168.1.0/24"): None}
+    assert "device eth0 is down" in rib.decide(P("192.168.1.0/24")).candidates[0].detail
+
+
+def test_ecmp_static_route_is_one_multipath_route():
+    rib = rib_with_links("eth0")
+    rib.apply([connected()])
+    ch = rib.apply([up("192.168.1.0/24", static("a", "10.0.0.1", "10.0.0.2"))])
+    assert ch[P("192.168.1.0/24")].nexthops == (NextHop("10.0.0.1", "eth0"), NextHop("10.0.0.2", "eth0"))
+
+
+def test_partially_resolvable_ecmp_installs_the_reachable_hops():
+    rib = rib_with_links("eth0")
+    rib.apply([connected()])
+    ch = rib.apply([up("192.168.1.0/24", static("a", "10.0.0.1", "10.9.9.9"))])
+    assert ch[P("192.168.1.0/24")].nexthops == (NextHop("10.0.0.1", "eth0"),)
+
+
+def test_foreign_route_wins_and_ours_returns_when_it_goes():
+    rib = rib_with_links("eth0")
+    rib.apply([connected()])
+    ours = static("a", "10.0.0.1")
+    assert rib.apply([up("192.168.1.0/24", ours)])
+    foreign = kernel("dhcp", gw="10.0.0.254")
+    assert rib.apply([up("192.168.1.0/24", foreign)]) == {P("192.168.1.0/24"): None}
+    assert "foreign" in rib.decide(P("192.168.1.0/24")).note
+    back = rib.apply([Update(P("192.168.1.0/24"), foreign.origin, None)])
+    assert back[P("192.168.1.0/24")].nexthops == (NextHop("10.0.0.1", "eth0"),)
+
+
+def test_blackhole_needs_no_resolution():
+    rib = Rib()
+    ch = rib.apply([up("203.0.113.0/24", static("a", blackhole=True))])
+    assert ch == {P("203.0.113.0/24"): KernelRoute(RouteType.BLACKHOLE, ())}
+
+
+def test_distance_255_is_never_installed():
+    rib = Rib()
+    assert rib.apply([up("203.0.113.0/24", static("a", blackhole=True, distance=255))]) == {}
+    assert rib.decide(P("203.0.113.0/24")).candidates[0].status == "never-install"
+
+
+def test_withdraw_removes_and_counts_by_origin():
+    rib = Rib()
+    c = static("a", blackhole=True)
+    rib.apply([up("203.0.113.0/24", c), up("203.0.114.0/24", c)])
+    assert rib.counts[c.origin] == 2
+    assert rib.apply([Update(P("203.0.113.0/24"), c.origin, None)]) == {P("203.0.113.0/24"): None}
+    assert rib.counts[c.origin] == 1 and len(rib) == 1
+
+
+def test_ipv6_with_link_local_gateway():
+    rib = rib_with_links("eth0")
+    rib.apply([connected(P("fe80::/64"), "eth0")])
+    c = static("a", "fe80::1", dev="eth0")
+    ch = rib.apply([up("2001:db8::/32", c)])
+    assert ch[P("2001:db8::/32")].nexthops == (NextHop("fe80::1", "eth0"),)
+
+
+def test_only_real_changes_go_downstream():
+    rib = Rib()
+    a = static("a", blackhole=True)
+    rib.apply([up("203.0.113.0/24", a)])
+    # a worse candidate arrives: the kernel route does not change
+    assert rib.apply([up("203.0.113.0/24", static("b", blackhole=True, distance=5))]) == {}
+
+
+# ---- property: any order of the same updates gives the same winners and the same FIB ----
+PREFIXES = [P(f"192.168.{i}.0/24") for i in range(4)] + [P("2001:db8:1::/48")]
+ORIGINS = [static("s1", "10.0.0.1"), static("s2", "10.0.0.2", distance=5), static("s3", "10.0.0.3"),
+           static("bh", blackhole=True, distance=3), kernel("dhcp", gw="10.0.0.9"),
+           bgp("10.0.0.4"), bgp("10.0.0.5", local_pref=300), bgp("10.0.0.6", ebgp=False)]
+updates_st = st.lists(
+    st.tuples(st.sampled_from(PREFIXES), st.sampled_from(ORIGINS), st.booleans()), max_size=40)
+
+
+def run(updates, batch):
+    rib = rib_with_links("eth0", max_paths=2)
+    fib = FibState(FibSettings())
+    fib.open_gate()
+    net = FakeNetlink()
+    rib.apply([connected()])
+    ordered = [Update(p, c.origin, c if present else None) for p, c, present in updates]
+    for i in range(0, len(ordered), batch):
+        fib.want(rib.apply(ordered[i:i + batch]))
+        ops = fib.plan()
+        fib.done(ops, net.apply(ops))
+    winners = {p: rib.selection(p).winners for p in PREFIXES}
+    return winners, net.routes
+
+
+@settings(max_examples=150, deadline=None)
+@given(updates_st, st.randoms(use_true_random=False), st.integers(1, 5))
+def test_any_order_gives_same_winners_and_fib(updates, rnd, batch):
+    """The whole history, applied one by one, ends where its final state applied in any order
+    and any batching ends."""
+    ref = run(updates, 1)
+    final = {}
+    for prefix, cand, present in updates:
+        final[(prefix, cand.origin)] = (prefix, cand, present)
+    last = list(final.values())
+    rnd.shuffle(last)
+    assert run(last, batch) == ref
