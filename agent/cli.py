@@ -1,0 +1,147 @@
+"""The `route-agent` command: run the agent, validate configs, and query a running agent.
+
+DOC: `run` starts the agent in the foreground; `validate` checks configuration files offline with
+exactly the checks a running agent applies; `show` and `explain` ask the running agent's local HTTP
+API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print text or `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+DEFAULT_API = "http://127.0.0.1:9180"
+
+
+def _get(api: str, path: str):
+    try:
+        with urllib.request.urlopen(api.rstrip("/") + path, timeout=10) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        raise SystemExit(f"route-agent: {path}: HTTP {exc.code}: {body}") from None
+    except OSError as exc:
+        raise SystemExit(f"route-agent: cannot reach the agent at {api}: {exc}") from None
+
+
+def cmd_run(args) -> int:
+    from .configload import ConfigError, format_problems
+    from .main import Agent
+
+    try:
+        agent = Agent(args.config, flush_on_exit=args.flush_on_exit, api_port=args.api_port,
+                      api_address=args.api_address)
+    except ConfigError as exc:
+        print(format_problems(exc.problems), file=sys.stderr)
+        return 1
+    asyncio.run(agent.run())
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from .configload import validate_main
+
+    return validate_main(args.path)
+
+
+def _print_rib(rows) -> None:
+    for row in rows:
+        mark = "*" if row["installed"] else " "
+        print(f"{mark} {row['prefix']}  ({row['reason']}){'  ' + row['note'] if row['note'] else ''}")
+        for c in row["candidates"]:
+            detail = f"  [{c['detail']}]" if c["detail"] else ""
+            print(f"    {c['status']:<13} {c['origin']:<32} distance {c['distance']:<3} {c['route']}{detail}")
+
+
+def _print_fib(data) -> None:
+    print(f"# table {data['table']} protocol {data['protocol']}"
+          f"{'' if data['gate_open'] else ' (sync gate closed: adopted routes held)'}")
+    for r in data["routes"]:
+        print(f"{r['prefix']} {r['route']}{'  (stale)' if r['stale'] else ''}")
+    for r in data["pending"]:
+        print(f"pending: {r['prefix']} {r['route']}")
+    for r in data["failed"]:
+        print(f"failed: {r['prefix']} {r['op']}: {r['error']}")
+
+
+def cmd_show(args) -> int:
+    data = _get(args.api, f"/api/{args.what}")
+    if args.json:
+        print(json.dumps(data, indent=2))
+    elif args.what == "rib":
+        _print_rib(data)
+    else:
+        _print_fib(data)
+    return 0
+
+
+def cmd_explain(args) -> int:
+    data = _get(args.api, "/api/explain?" + urllib.parse.urlencode({"prefix": args.prefix}))
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"{data['prefix']}:")
+    if not data["candidates"]:
+        print("  no candidate from any source")
+    for c in data["candidates"]:
+        detail = f" ({c['detail']})" if c["detail"] else ""
+        print(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{detail}")
+    print(f"  decided by: {data['reason']}")
+    if data["note"]:
+        print(f"  {data['note']}")
+    print(f"  wanted in kernel: {data['desired'] or '-'}")
+    print(f"  kernel: {data['kernel'] or '-'}  [{data['fib_state']}]")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="route-agent", description=__doc__.split("\n")[0])
+    p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"))
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run the agent")
+    r.add_argument("--config", required=True, help="YAML file or directory of YAML files")
+    r.add_argument("--flush-on-exit", action="store_true", help="delete our routes on SIGTERM")
+    r.add_argument("--api-port", type=int, help="override spec.api.port")
+    r.add_argument("--api-address", help="override spec.api.address")
+    r.set_defaults(fn=cmd_run)
+    v = sub.add_parser("validate", help="check configuration files and print every error")
+    v.add_argument("path")
+    v.set_defaults(fn=cmd_validate)
+    api = os.environ.get("ROUTE_AGENT_API", DEFAULT_API)
+    s = sub.add_parser("show", help="show the RIB or the FIB of a running agent")
+    s.add_argument("what", choices=["rib", "fib"])
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--api", default=api)
+    s.set_defaults(fn=cmd_show)
+    e = sub.add_parser("explain", help="why a prefix is (not) installed")
+    e.add_argument("prefix")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--api", default=api)
+    e.set_defaults(fn=cmd_explain)
+    d = sub.add_parser("demo", help="run the agent in throw-away network namespaces (root)")
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""The composition root: wires sources, RIB, FIB and the kernel, and runs the event loop.
+
+DOC: one asyncio task (`_core`) owns all routing state: it takes events from one queue (kernel
+monitor batches, config reloads, timers), applies them to the sources and the RIB, hands the RIB's
+changes to the FIB reconciler, and after draining the queue flushes the FIB in one netlink batch.
+Everything else (the monitor reader, the config watcher, timers, the HTTP API) only puts events on
+that queue or reads state between two steps of the loop.
+
+Start-up order matters for a hitless restart: open the monitor socket first (so nothing is missed),
+dump the links and the table, adopt our routes as stale without touching them, feed the foreign
+routes to the RIB, load the config; the sync gate opens when every source is in sync (or the stale
+timer fires) and only then may adopted routes be replaced or deleted.
+
+This module is also the only one that will load the keyword-named `agent/import/` package (with
+`importlib.import_module(".import", __package__)`) once BGP learning plugs in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import config as cfgmod
+from .configload import ConfigError, config_fingerprint, format_problems, load_path
+from .fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
+from .fib.reconciler import FibState
+from .fib.types import FibSettings, LinkEvent, Op, OpKind, Overrun, RouteEvent
+from .gate import SyncGate
+from .metrics import Metrics
+from .model import Prefix
+from .rib import Rib
+from .sources.kernel import KernelSource
+from .sources.static import StaticSource
+
+log = logging.getLogger("route_agent")
+
+RETRY_MIN, RETRY_MAX = 0.5, 30.0
+CONFIG_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str  # kernel | config | reload-failed | scan | gate-timeout | retry
+    data: Any = None
+
+
+class Agent:
+    def __init__(self, config_path: str, *, flush_on_exit: bool = False,
+                 api_port: int | None = None, api_address: str | None = None) -> None:
+        self.config_path = config_path
+        self.flush_on_exit = flush_on_exit
+        self.api_port_override = api_port
+        self.api_address_override = api_address
+        self.config = load_path(config_path)  # invalid at start: ConfigError, nothing touched
+        self.fingerprint = config_fingerprint(config_path)
+        self.settings: FibSettings = cfgmod.fib_settings(self.config)
+        self.rib = Rib(max_paths=self.config.agent.max_paths)
+        self.fib = FibState(self.settings)
+        self.kernel = KernelSource(cfgmod.distances(self.config))
+        self.static = StaticSource()
+        self.gate = SyncGate({"kernel", "config"})
+        self.metrics = Metrics()
+        self.metrics.bind(self)
+        self.metrics.reload_ok.set(1)
+        self.ready = False
+        self.started = time.monotonic()
+        self.last_error: str = ""
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._stop = asyncio.Event()
+        self._retry_delay = RETRY_MIN
+        self._retry_handle: asyncio.TimerHandle | None = None
+
+    # ---------------------------------------------------------------- start-up
+    def _start_kernel(self) -> None:
+        self.links = LinkIndex()
+        self.netlink = NetlinkFib(self.settings, self.links)
+        self.monitor = RouteMonitor(self.settings, self.links)  # before the dump: miss nothing
+        for link in self.netlink.links_dump():
+            self.links.update(link)
+            self._apply_rib(self.rib.set_link(link.name, link.up))
+        dump = self.netlink.dump()
+        self.fib.adopt(dump.ours)
+        log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
+                 self.settings.protocol, self.settings.table)
+        self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
+        self._source_synced("kernel")
+
+    def _load_config(self, config) -> None:
+        new_settings = cfgmod.fib_settings(config)
+        if (new_settings.table, new_settings.protocol) != (self.settings.table, self.settings.protocol):
+            log.warning("spec.fib.table/protocol changed: takes effect at the next restart")
+        elif new_settings.metric != self.settings.metric:
+            self.settings = self.fib.settings = new_settings
+            self._want_all()
+        self.config = config
+        if self.rib.max_paths != config.agent.max_paths:
+            self.rib.max_paths = config.agent.max_paths
+            self._want_all()
+        self._apply_rib(self.rib.apply(self.kernel.set_distances(cfgmod.distances(config))))
+        self._apply_rib(self.rib.apply(self.static.load(cfgmod.static_candidates(config))))
+
+    def _want_all(self) -> None:
+        self.fib.want({p: self.rib.desired(p) for p in self.rib.prefixes()})
+        self.fib.want({p: self.rib.desired(p) for p in list(self.fib.actual) if p not in self.rib})
+
+    def _apply_rib(self, changes) -> None:
+        if changes:
+            self.fib.want(changes)
+
+    def _source_synced(self, name: str) -> None:
+        if self.gate.done(name):
+            self._open_gate()
+
+    def _open_gate(self) -> None:
+        swept = self.fib.open_gate()
+        self.metrics.stale_swept.inc(swept)
+        log.info("sync gate open (%s): %d stale routes to delete", self.gate.opened_by, swept)
+
+    # ---------------------------------------------------------------- events
+    def _on_monitor(self) -> None:
+        try:
+            events = self.monitor.read()
+        except OSError as exc:  # never let the reader die: resync instead
+            log.warning("route monitor read failed: %s; full resync", exc)
+            events = [Overrun()]
+        if events:
+            self._queue.put_nowait(Event("kernel", events))
+
+    def _handle_kernel(self, events) -> None:
+        updates = []
+        for ev in events:
+            if isinstance(ev, Overrun):
+                self._queue.put_nowait(Event("scan", "overrun"))
+            elif isinstance(ev, LinkEvent):
+                self._apply_rib(self.rib.set_link(ev.link.name, None if ev.deleted else ev.link.up))
+            elif isinstance(ev, RouteEvent):
+                if ev.foreign is not None:
+                    updates += self.kernel.seen(ev.foreign, ev.deleted)
+                else:
+                    self._our_route_event(ev)
+        if updates:
+            self._apply_rib(self.rib.apply(updates))
+
+    def _our_route_event(self, ev: RouteEvent) -> None:
+        cur = self.fib.actual.get(ev.prefix)
+        if ev.deleted:
+            if cur != ev.route:
+                return  # an older route of ours (e.g. the previous metric) went away
+            self.fib.kernel_changed(ev.prefix, None)
+        else:
+            if cur == ev.route:
+                return  # the echo of our own write
+            self.fib.kernel_changed(ev.prefix, ev.route)
+        if ev.prefix in self.fib.pending:
+            self.metrics.repairs.inc()
+            log.warning("route %s of ours changed outside route-agent: repairing", ev.prefix)
+
+    def _full_scan(self, reason: str) -> None:
+        self.metrics.resyncs.labels(reason).inc()
+        for link in self.netlink.links_dump():
+            self.links.update(link)
+            self._apply_rib(self.rib.set_link(link.name, link.up))
+        dump = self.netlink.dump()
+        self.fib.resync(dump.ours)
+        self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
+
+    def _handle(self, ev: Event) -> None:
+        if ev.kind == "kernel":
+            self._handle_kernel(ev.data)
+        elif ev.kind == "config":
+            self._load_config(ev.data)
+        elif ev.kind == "scan":
+            self._full_scan(ev.data)
+        elif ev.kind == "gate-timeout":
+            if self.gate.expire():
+                self._open_gate()
+        # "retry": nothing to do but flush
+
+    # ---------------------------------------------------------------- FIB flush
+    def flush(self) -> None:
+        ops = self.fib.plan()
+        if not ops:
+            self._check_ready()
+            return
+        t0 = time.perf_counter()
+        errors = self.netlink.apply(ops)
+        self.fib.done(ops, errors)
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
+        for op in ops:
+            self.metrics.netlink_ops.labels(op.kind.value).inc()
+        for e in errors:
+            self.metrics.netlink_errors.labels(e.op.kind.value, errno.errorcode.get(e.errno, str(e.errno))).inc()
+            log.warning("netlink %s %s %s failed: %s", e.op.kind.value, e.op.prefix, e.op.route, e.message)
+        if any(e.errno == errno.EEXIST and e.op.kind == OpKind.ADD for e in errors):
+            self._queue.put_nowait(Event("scan", "conflict"))  # a route we did not know about
+        if errors:
+            self._schedule_retry()
+        else:
+            self._retry_delay = RETRY_MIN
+        self._check_ready()
+
+    def _schedule_retry(self) -> None:
+        if self._retry_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._retry_handle = None
+            self._queue.put_nowait(Event("retry"))
+
+        self._retry_handle = loop.call_later(self._retry_delay, fire)
+        self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
+
+    def _check_ready(self) -> None:
+        if not self.ready and self.gate.open:
+            self.ready = True
+            log.info("ready: initial re-sync done in %.3fs", time.monotonic() - self.started)
+
+    # ---------------------------------------------------------------- tasks
+    async def _core(self) -> None:
+        while True:
+            ev = await self._queue.get()
+            self._handle(ev)
+            while not self._queue.empty():
+                self._handle(self._queue.get_nowait())
+            self.flush()
+
+    async def _watch_config(self) -> None:
+        while True:
+            await asyncio.sleep(CONFIG_POLL_SECONDS)
+            fp = config_fingerprint(self.config_path)
+            if fp != self.fingerprint:
+                self.reload()
+
+    def reload(self) -> bool:
+        """Re-read the config; an invalid one is logged and counted, the old one keeps running."""
+        self.fingerprint = config_fingerprint(self.config_path)
+        try:
+            config = load_path(self.config_path)
+        except ConfigError as exc:
+            self.last_error = format_problems(exc.problems)
+            self.metrics.reload_failures.inc()
+            self.metrics.reload_ok.set(0)
+            log.error("configuration rejected, keeping the last good one:\n%s", self.last_error)
+            return False
+        self.last_error = ""
+        self.metrics.reload_ok.set(1)
+        log.info("configuration reloaded")
+        self._queue.put_nowait(Event("config", config))
+        return True
+
+    async def _periodic(self, kind: str, seconds_of) -> None:
+        while True:
+            await asyncio.sleep(seconds_of())
+            self._queue.put_nowait(Event(kind, "periodic"))
+
+    async def run(self) -> None:
+        from .api.server import serve  # the API is an outer layer
+
+        loop = asyncio.get_running_loop()
+        self._start_kernel()
+        self._load_config(self.config)
+        self._source_synced("config")
+        stale = self.config.agent.fib.stale_seconds
+        if not self.gate.open:
+            loop.call_later(stale, lambda: self._queue.put_nowait(Event("gate-timeout")))
+        self.flush()
+        loop.add_reader(self.monitor.fileno(), self._on_monitor)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        api = self.config.agent.api
+        server = await serve(self, self.api_address_override or api.address,
+                             self.api_port_override if self.api_port_override is not None else api.port)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [
+                    tg.create_task(self._core(), name="core"),
+                    tg.create_task(self._watch_config(), name="config-watch"),
+                    tg.create_task(self._periodic("scan", lambda: self.config.agent.fib.full_scan_seconds),
+                                   name="full-scan"),
+                ]
+                stopper = tg.create_task(self._stop.wait(), name="stop")
+                await stopper
+                for t in tasks:
+                    t.cancel()
+        finally:
+            loop.remove_reader(self.monitor.fileno())
+            server.close()
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        if self.flush_on_exit:
+            ops = [Op(OpKind.DELETE, p, r) for p, r in self.fib.actual.items()]
+            errors = self.netlink.apply(ops)
+            log.info("flush-on-exit: deleted %d routes (%d errors)", len(ops) - len(errors), len(errors))
+        else:
+            log.info("exiting; %d routes left in the kernel (use --flush-on-exit to remove them)",
+                     len(self.fib.actual))
+
+    # ---------------------------------------------------------------- views for the API
+    def explain(self, prefix: Prefix) -> dict:
+        d = self.rib.decide(prefix)
+        installed = self.fib.actual.get(prefix)
+        err = self.fib.failed.get(prefix)
+        if installed is not None and prefix not in self.fib.pending:
+            state = "installed"
+        elif err is not None:
+            state = f"not installed: netlink {err.op.kind.value} failed: {err.message}"
+        elif prefix in self.fib.stale:
+            state = "adopted at start, waiting for the sync gate"
+        elif prefix in self.fib.pending:
+            state = "pending (waiting for the sync gate)" if not self.fib.gate_open else "pending"
+        else:
+            state = "not installed: " + (d.note or "no candidate")
+        return {
+            "prefix": str(prefix),
+            "candidates": [
+                {"origin": str(s.candidate.origin), "kind": s.candidate.origin.kind.value,
+                 "distance": s.candidate.distance, "route": s.candidate.describe(),
+                 "status": s.status, "detail": s.detail}
+                for s in d.candidates
+            ],
+            "reason": d.reason.value,
+            "desired": str(d.desired.with_metric(self.settings.metric)) if d.desired else None,
+            "kernel": str(installed) if installed else None,
+            "fib_state": state,
+            "note": d.note,
+        }
+

@@ -1,0 +1,73 @@
+"""Prometheus metrics (prefix ``route_agent_``), one registry per agent instance.
+
+DOC: counters and histograms are updated where things happen; sizes (RIB routes by origin, FIB
+routes, pending, failed) are read from the live state at scrape time by a collector, so they can
+never drift from the truth. The HTTP server runs on the agent's event loop, so a scrape reads the
+state between two event-handling steps, never in the middle of one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as _Counter
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from .main import Agent
+
+
+class _StateCollector:
+    def __init__(self, agent: "Agent") -> None:
+        self.agent = agent
+
+    def collect(self):
+        a = self.agent
+        rib = GaugeMetricFamily("route_agent_rib_routes", "Candidates in the RIB by origin.",
+                                labels=["kind", "origin"])
+        for origin, n in sorted(a.rib.counts.items(), key=lambda kv: str(kv[0])):
+            rib.add_metric([origin.kind.value, origin.name], n)
+        yield rib
+        fib = GaugeMetricFamily("route_agent_fib_routes", "Routes of ours in the kernel by family.",
+                                labels=["family"])
+        fam = _Counter("ipv6" if p.family == 6 else "ipv4" for p in a.fib.actual)
+        for f in ("ipv4", "ipv6"):
+            fib.add_metric([f], fam[f])
+        yield fib
+        yield GaugeMetricFamily("route_agent_fib_pending_routes",
+                                "Prefixes whose kernel state still differs from the wanted state.",
+                                value=len(a.fib.pending))
+        yield GaugeMetricFamily("route_agent_fib_failed_routes",
+                                "Prefixes whose last netlink write failed (retried).",
+                                value=len(a.fib.failed))
+        yield GaugeMetricFamily("route_agent_fib_stale_routes",
+                                "Routes adopted at start whose wanted state is not known yet.",
+                                value=len(a.fib.stale))
+        yield GaugeMetricFamily("route_agent_ready", "1 once the initial re-sync is done.",
+                                value=1 if a.ready else 0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.netlink_ops = Counter("route_agent_netlink_operations", "Netlink route operations sent.",
+                                   ["op"], registry=r)
+        self.netlink_errors = Counter("route_agent_netlink_errors", "Netlink route operations that failed.",
+                                      ["op", "errno"], registry=r)
+        self.reconcile_seconds = Histogram(
+            "route_agent_reconcile_duration_seconds", "Time to plan and write one FIB batch.",
+            registry=r, buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10))
+        self.reload_failures = Counter("route_agent_config_reload_failures",
+                                       "Configuration reloads rejected as invalid.", registry=r)
+        self.reload_ok = Gauge("route_agent_config_last_reload_successful",
+                               "1 if the last configuration (re)load was valid.", registry=r)
+        self.stale_swept = Counter("route_agent_stale_routes_swept",
+                                   "Adopted routes deleted after the restart re-sync.", registry=r)
+        self.resyncs = Counter("route_agent_kernel_resyncs", "Full kernel table scans.", ["reason"],
+                               registry=r)
+        self.repairs = Counter("route_agent_fib_repairs",
+                               "Changes to our routes made by someone else, then repaired.", registry=r)
+
+    def bind(self, agent: "Agent") -> None:
+        self.registry.register(_StateCollector(agent))

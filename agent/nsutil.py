@@ -1,0 +1,78 @@
+"""Helpers to run commands in network namespaces (used by the demo, the netns tests and benchmarks).
+
+DOC: thin wrappers over `ip netns` and `ip -n`: create a namespace with loopback up, run a command
+inside it, poll a condition with a deadline, and always delete the namespace afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import contextmanager
+
+
+def sh(*args: str, check: bool = True, ns: str | None = None, **kw) -> subprocess.CompletedProcess:
+    cmd = ["ip", "netns", "exec", ns, *args] if ns else list(args)
+    return subprocess.run(cmd, check=check, capture_output=True, text=True, **kw)
+
+
+def ip(ns: str, *args: str, check: bool = True) -> str:
+    return sh("ip", "-n", ns, *args, check=check).stdout
+
+
+def ip_json(ns: str, *args: str) -> list:
+    out = sh("ip", "-n", ns, "-j", *args).stdout.strip()
+    return json.loads(out) if out else []
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def namespace(prefix: str = "ra-"):
+    name = unique(prefix)
+    sh("ip", "netns", "add", name)
+    try:
+        ip(name, "link", "set", "lo", "up")
+        yield name
+    finally:
+        sh("ip", "netns", "del", name, check=False)
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.05, what: str = ""):
+    """Poll `cond` until it returns something truthy; raise TimeoutError with `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what or cond}")
+        time.sleep(interval)
+
+
+def agent_cmd(ns: str, *args: str) -> list[str]:
+    """The argv that runs `route-agent ARGS` inside namespace `ns` with this interpreter."""
+    return ["ip", "netns", "exec", ns, sys.executable, "-m", "agent", *args]
+
+
+def start_agent(ns: str, config: str, *extra: str, log_path: str | None = None) -> subprocess.Popen:
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(agent_cmd(ns, "run", "--config", config, *extra), stdout=out,
+                            stderr=subprocess.STDOUT, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+
+
+def api_get(ns: str, path: str, port: int = 9180):
+    """GET the agent's API inside `ns`; None when it does not answer (yet)."""
+    code = ("import sys,urllib.request\n"
+            f"try: print(urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=2).read().decode())\n"
+            "except Exception as e: sys.exit(1)")
+    r = sh(sys.executable, "-c", code, ns=ns, check=False)
+    return r.stdout if r.returncode == 0 else None

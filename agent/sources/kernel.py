@@ -1,0 +1,57 @@
+"""Kernel source: foreign routes in our table become RIB candidates.
+
+DOC: every route in our table whose protocol is not ours (connected subnets with proto kernel, and
+boot, static, dhcp, ra, bird, zebra ...) is a candidate at the `connected` or `kernel` distance (0
+by default), so it beats ours and we never shadow or overwrite a route someone else owns. One
+origin per (protocol, metric), since the kernel keeps one route per prefix and metric.
+
+Fed by the start-up dump, the route monitor, and the periodic full scan, which is a mark-and-sweep
+(BIRD's rt_refresh_begin/end): whatever the scan no longer shows is withdrawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ..fib.types import RTPROT_KERNEL, ForeignRoute, protocol_name
+from ..model import Candidate, Origin, Prefix, SourceKind, Update, intern
+
+Key = tuple[Prefix, int, int]  # prefix, protocol, metric
+
+
+class KernelSource:
+    def __init__(self, distances: Mapping[SourceKind, int]) -> None:
+        self.distances = dict(distances)
+        self.routes: dict[Key, ForeignRoute] = {}
+
+    def _candidate(self, fr: ForeignRoute) -> Candidate:
+        kind = SourceKind.CONNECTED if fr.protocol == RTPROT_KERNEL else SourceKind.KERNEL
+        origin = intern(Origin(kind, f"proto={protocol_name(fr.protocol)},metric={fr.metric}"))
+        return intern(Candidate(origin, self.distances[kind], fr.nexthops, fr.type))
+
+    def _update(self, fr: ForeignRoute, present: bool) -> Update:
+        cand = self._candidate(fr)
+        return Update(fr.prefix, cand.origin, cand if present else None)
+
+    def seen(self, fr: ForeignRoute, deleted: bool) -> list[Update]:
+        key = (fr.prefix, fr.protocol, fr.metric)
+        if deleted:
+            return [self._update(fr, False)] if self.routes.pop(key, None) is not None else []
+        if self.routes.get(key) == fr:
+            return []
+        self.routes[key] = fr
+        return [self._update(fr, True)]
+
+    def resync(self, foreign: Iterable[ForeignRoute]) -> list[Update]:
+        """A full dump: announce what is new or changed, withdraw what is gone."""
+        fresh = {(fr.prefix, fr.protocol, fr.metric): fr for fr in foreign}
+        out = [self._update(fr, False) for key, fr in self.routes.items() if key not in fresh]
+        out += [self._update(fr, True) for key, fr in fresh.items() if self.routes.get(key) != fr]
+        self.routes = fresh
+        return out
+
+    def set_distances(self, distances: Mapping[SourceKind, int]) -> list[Update]:
+        if dict(distances) == self.distances:
+            return []
+        self.distances = dict(distances)
+        return [self._update(fr, True) for fr in self.routes.values()]

@@ -1,0 +1,185 @@
+"""Fixtures for tests against the real kernel: namespaces, the real agent, `ip monitor`.
+
+Every namespace a test creates is deleted in teardown, and every agent process is killed.
+Waiting is always polling with a deadline (`wait_for`), never a bare sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from agent.nsutil import api_get, ip, ip_json, namespace, start_agent, wait_for  # noqa: E402
+
+PROTO = 201
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.netns)
+            if os.geteuid() != 0:
+                item.add_marker(pytest.mark.skip(reason="needs root for network namespaces"))
+
+
+HEADER = "apiVersion: routeagent.io/v1alpha1\n"
+
+
+def static_routes(name: str, routes_yaml: str) -> str:
+    return f"{HEADER}kind: StaticRoutes\nmetadata:\n  name: {name}\nspec:\n  routes:\n{routes_yaml}"
+
+
+def agent_config(spec_yaml: str) -> str:
+    return f"{HEADER}kind: AgentConfig\nmetadata:\n  name: node\nspec:\n{spec_yaml}"
+
+
+class Monitor:
+    """`ip monitor route` in a namespace, collecting lines in a thread."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE,
+                                     text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        self.mark()  # the monitor is listening once it reports our first marker
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def mark(self) -> None:
+        """Add and delete a marker route and wait until the monitor shows both, so every event
+        before this call has been read."""
+        tag = f"198.51.100.{len(self.lines) % 250 + 1}"
+        start = len(self.lines)
+        ip(self.ns, "route", "add", f"{tag}/32", "dev", "lo", "proto", "250")
+        ip(self.ns, "route", "del", f"{tag}/32", "dev", "lo", "proto", "250")
+        wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 10, what="monitor marker")
+
+    def events(self) -> list[str]:
+        return [l for l in self.lines if "198.51.100." not in l]
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+class Node:
+    """One namespace with two dummy uplinks, a config directory and the real agent."""
+
+    def __init__(self, ns: str, tmp) -> None:
+        self.ns = ns
+        self.dir = tmp / "config"
+        self.dir.mkdir()
+        self.log = str(tmp / "agent.log")
+        self.procs: list[subprocess.Popen] = []
+        for i, dev in enumerate(("up0", "up1")):
+            ip(ns, "link", "add", dev, "type", "dummy")
+            ip(ns, "addr", "add", f"10.0.{i}.254/24", "dev", dev)
+            ip(ns, "addr", "add", f"fd00:{i}::254/64", "dev", dev, "nodad")
+            ip(ns, "link", "set", dev, "up")
+
+    # ---- config ----
+    def write(self, name: str, text: str) -> None:
+        path = self.dir / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+    # ---- agent ----
+    def start(self, *extra: str, wait: bool = True) -> subprocess.Popen:
+        proc = start_agent(self.ns, str(self.dir), *extra, log_path=self.log)
+        self.procs.append(proc)
+        if wait:
+            self.wait_ready(proc)
+        return proc
+
+    def wait_ready(self, proc=None, timeout: float = 20) -> None:
+        def ready():
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"agent exited with {proc.returncode}:\n{self.logtext()}")
+            return api_get(self.ns, "/readyz") is not None
+        wait_for(ready, timeout, what="agent ready")
+
+    def kill(self, proc, sig=signal.SIGKILL) -> None:
+        proc.send_signal(sig)
+        proc.wait(15)
+
+    def api(self, path: str):
+        text = api_get(self.ns, path)
+        return json.loads(text) if text and path.startswith("/api") else text
+
+    def converged(self):
+        fib = self.api("/api/fib")
+        return fib if fib and fib["gate_open"] and not fib["pending"] else None
+
+    def logtext(self) -> str:
+        try:
+            return open(self.log).read()[-5000:]
+        except OSError:
+            return ""
+
+    # ---- kernel ----
+    def routes(self, family: int = 4, table: str | int = "main", proto: int | str | None = PROTO) -> dict:
+        args = [f"-{family}", "route", "show", "table", str(table)]
+        if proto is not None:
+            args += ["proto", str(proto)]
+        return {r["dst"]: r for r in ip_json(self.ns, *args)}
+
+    def wait_routes(self, cond, family=4, timeout=10, **kw) -> dict:
+        return wait_for(lambda: (lambda r: r if cond(r) else None)(self.routes(family, **kw)),
+                        timeout, what=f"routes matching {cond}")
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+
+@pytest.fixture
+def node(tmp_path):
+    with namespace("ra-t-") as ns:
+        n = Node(ns, tmp_path)
+        try:
+            yield n
+        finally:
+            n.close()
+            if os.environ.get("RA_SHOW_LOG"):
+                print(n.logtext())
+
+
+@pytest.fixture
+def monitor_factory():
+    mons = []
+
+    def make(ns):
+        m = Monitor(ns)
+        mons.append(m)
+        return m
+
+    yield make
+    for m in mons:
+        m.close()
+
+
+def gateways(route: dict) -> list[str]:
+    if "nexthops" in route:
+        return sorted(nh["gateway"] for nh in route["nexthops"])
+    return [route["gateway"]] if "gateway" in route else []
+
+
+def elapsed(t0: float) -> float:
+    return time.monotonic() - t0

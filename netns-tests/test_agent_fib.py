@@ -1,0 +1,184 @@
+"""The real agent against the real kernel: static routes, ECMP, foreign routes, repair, restart."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from agent.nsutil import ip, wait_for
+from conftest import PROTO, agent_config, gateways, static_routes
+
+ROUTES = """\
+    - prefix: 192.0.2.0/24
+      nextHops: [{gateway: 10.0.0.1}]
+    - prefix: 198.18.0.0/16
+      nextHops: [{gateway: 10.0.0.1}, {gateway: 10.0.1.1}]
+    - prefix: 203.0.113.0/24
+      blackhole: true
+    - prefix: 2001:db8:10::/48
+      nextHops: [{gateway: "fd00::1"}]
+    - prefix: 2001:db8:20::/48
+      nextHops: [{gateway: "fd00::1"}, {gateway: "fd00:1::1"}]
+"""
+
+
+def test_static_routes_v4_v6_ecmp_blackhole_with_our_proto_and_metric(node):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    v4 = node.wait_routes(lambda r: len(r) == 3)
+    assert v4["192.0.2.0/24"]["gateway"] == "10.0.0.1" and v4["192.0.2.0/24"]["dev"] == "up0"
+    assert v4["192.0.2.0/24"]["metric"] == 20
+    assert v4["192.0.2.0/24"]["protocol"] in ("route-agent", str(PROTO), PROTO)
+    assert gateways(v4["198.18.0.0/16"]) == ["10.0.0.1", "10.0.1.1"]  # one multipath route
+    assert v4["203.0.113.0/24"]["type"] == "blackhole"
+    v6 = node.wait_routes(lambda r: len(r) == 2, family=6)
+    assert v6["2001:db8:10::/48"]["gateway"] == "fd00::1" and v6["2001:db8:10::/48"]["metric"] == 20
+    assert gateways(v6["2001:db8:20::/48"]) == ["fd00:1::1", "fd00::1"]
+
+
+def test_table_protocol_and_metric_are_configurable(node):
+    node.write("agent.yaml", agent_config("  fib:\n    table: 100\n    protocol: 222\n    metric: 77\n"))
+    node.write("static.yaml", static_routes("s", ROUTES))
+    node.start()
+    r = node.wait_routes(lambda r: len(r) == 3, table=100, proto=222)
+    assert r["192.0.2.0/24"]["metric"] == 77
+    assert node.routes(4, proto=PROTO) == {}
+
+
+def test_foreign_route_wins_and_ours_appears_when_it_is_deleted(node):
+    ip(node.ns, "route", "add", "192.0.2.0/24", "via", "10.0.1.1", "proto", "static")
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    node.wait_routes(lambda r: "198.18.0.0/16" in r)
+    assert "192.0.2.0/24" not in node.routes(4)
+    assert node.api("/api/explain?prefix=192.0.2.0/24")["note"].startswith("a foreign kernel route")
+    ip(node.ns, "route", "del", "192.0.2.0/24", "proto", "static")
+    r = node.wait_routes(lambda r: "192.0.2.0/24" in r, timeout=5)
+    assert r["192.0.2.0/24"]["gateway"] == "10.0.0.1"
+    # and a foreign route appearing later takes the prefix back: ours is removed
+    ip(node.ns, "route", "add", "192.0.2.0/24", "via", "10.0.1.1", "proto", "boot", "metric", "5")
+    node.wait_routes(lambda r: "192.0.2.0/24" not in r, timeout=5)
+    assert node.routes(4, proto="boot")["192.0.2.0/24"]["gateway"] == "10.0.1.1"
+
+
+def test_ip_route_del_of_ours_is_repaired_within_2s(node):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    node.wait_routes(lambda r: "192.0.2.0/24" in r)
+    ip(node.ns, "route", "del", "192.0.2.0/24", "proto", str(PROTO))
+    t0 = time.monotonic()
+    node.wait_routes(lambda r: "192.0.2.0/24" in r, timeout=2)
+    assert time.monotonic() - t0 < 2
+    ip(node.ns, "-6", "route", "del", "2001:db8:20::/48", "proto", str(PROTO))
+    v6 = node.wait_routes(lambda r: "2001:db8:20::/48" in r, family=6, timeout=2)
+    assert len(v6["2001:db8:20::/48"]["nexthops"]) == 2
+
+
+def test_routes_of_other_protocols_are_never_touched(node):
+    ip(node.ns, "route", "add", "100.64.0.0/10", "via", "10.0.0.9", "proto", "static")
+    ip(node.ns, "route", "add", "100.64.0.0/10", "via", "10.0.1.9", "proto", "200", "metric", "300")
+    ip(node.ns, "-6", "route", "add", "2001:db8:99::/48", "via", "fd00::9", "proto", "bird")
+    before = node.routes(4, proto=None), node.routes(6, proto=None)
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    proc = node.start("--flush-on-exit")
+    node.wait_routes(lambda r: len(r) == 3)
+    node.kill(proc, signal.SIGTERM)  # flushes ours only
+    assert node.routes(4) == {} and node.routes(6) == {}
+    assert (node.routes(4, proto=None), node.routes(6, proto=None)) == before
+
+
+def test_unresolved_route_is_explained_then_installed_when_reachable(node):
+    node.write("static.yaml", static_routes("s", "    - prefix: 192.0.2.0/24\n      nextHops: [{gateway: 10.7.0.1}]\n"))
+    node.start()
+    exp = wait_for(lambda: node.api("/api/explain?prefix=192.0.2.0/24"), 5)
+    assert exp["candidates"][0]["status"] == "unresolved"
+    assert "10.7.0.1 is not reachable" in exp["candidates"][0]["detail"]
+    assert node.routes(4) == {}
+    ip(node.ns, "addr", "add", "10.7.0.254/24", "dev", "up1")
+    r = node.wait_routes(lambda r: "192.0.2.0/24" in r, timeout=5)
+    assert r["192.0.2.0/24"]["dev"] == "up1"
+
+
+def test_sigkill_and_restart_unchanged_config_gives_zero_route_events(node, monitor_factory):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    proc = node.start()
+    node.wait_routes(lambda r: len(r) == 3)
+    node.wait_routes(lambda r: len(r) == 2, family=6)
+    wait_for(node.converged, 5)
+    before = node.routes(4), node.routes(6)
+    mon = monitor_factory(node.ns)
+    node.kill(proc)  # SIGKILL: no cleanup at all
+    assert (node.routes(4), node.routes(6)) == before  # routes never left the kernel
+    node.start()
+    wait_for(node.converged, 10)
+    mon.mark()
+    assert mon.events() == []
+    assert (node.routes(4), node.routes(6)) == before
+    metrics = node.api("/metrics")
+    writes = [l for l in metrics.splitlines() if l.startswith("route_agent_netlink_operations_total{")]
+    assert writes == []  # zero netlink writes after the restart
+
+
+def test_route_removed_while_down_is_swept_and_others_untouched(node, monitor_factory):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    proc = node.start()
+    node.wait_routes(lambda r: len(r) == 3)
+    wait_for(node.converged, 5)
+    node.kill(proc)
+    node.write("static.yaml", static_routes("uplinks", ROUTES.replace(
+        "    - prefix: 203.0.113.0/24\n      blackhole: true\n", "").replace(
+        "[{gateway: 10.0.0.1}]", "[{gateway: 10.0.1.1}]", 1)))
+    mon = monitor_factory(node.ns)
+    node.start()
+    node.wait_routes(lambda r: "203.0.113.0/24" not in r and r["192.0.2.0/24"]["gateway"] == "10.0.1.1")
+    wait_for(node.converged, 5)
+    mon.mark()
+    events = mon.events()
+    assert len(events) == 2, events  # the replaced route and the swept one, nothing else
+    assert any(e.startswith("Deleted 203.0.113.0/24") for e in events)
+    assert any("192.0.2.0/24 via 10.0.1.1" in e for e in events)
+    assert "route_agent_stale_routes_swept_total 1.0" in node.api("/metrics")
+
+
+def test_reload_applies_valid_config_and_keeps_last_good_on_invalid(node):
+    node.write("static.yaml", static_routes("s", "    - prefix: 192.0.2.0/24\n      nextHops: [{gateway: 10.0.0.1}]\n"))
+    node.start()
+    node.wait_routes(lambda r: set(r) == {"192.0.2.0/24"})
+    node.write("static.yaml", static_routes("s", "    - prefix: 192.0.2.0/24\n      nextHops: [{gateway: 10.0.0.1}]\n"
+                                                 "    - prefix: 192.0.3.0/24\n      blackhole: true\n"))
+    node.wait_routes(lambda r: set(r) == {"192.0.2.0/24", "192.0.3.0/24"}, timeout=5)
+    # an invalid config: rejected, counted, routes kept
+    node.write("static.yaml", static_routes("s", "    - prefix: 192.0.2.1/24\n      blackhole: true\n"))
+    wait_for(lambda: "route_agent_config_reload_failures_total 1.0" in node.api("/metrics"), 5)
+    assert "route_agent_config_last_reload_successful 0.0" in node.api("/metrics")
+    assert set(node.routes(4)) == {"192.0.2.0/24", "192.0.3.0/24"}
+    assert "host bits" in node.logtext() or "192.0.2.0/24" in node.logtext()
+    # SIGHUP after fixing it reloads too
+    node.write("static.yaml", static_routes("s", "    - prefix: 192.0.3.0/24\n      blackhole: true\n"))
+    node.wait_routes(lambda r: set(r) == {"192.0.3.0/24"}, timeout=5)
+
+
+def test_readyz_metrics_and_cli_views(node):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    wait_for(node.converged, 5)
+    assert node.api("/readyz").strip() == "ready"
+    m = node.api("/metrics")
+    assert 'route_agent_rib_routes{kind="static",origin="uplinks"} 5.0' in m
+    assert 'route_agent_fib_routes{family="ipv4"} 3.0' in m
+    assert "route_agent_reconcile_duration_seconds_count" in m
+    out = subprocess.run(["ip", "netns", "exec", node.ns, sys.executable, "-m", "agent", "explain",
+                          "198.18.0.0/16"], capture_output=True, text=True, check=True).stdout
+    assert "static/uplinks" in out and "installed" in out
+    show = subprocess.run(["ip", "netns", "exec", node.ns, sys.executable, "-m", "agent", "show", "fib"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "192.0.2.0/24 via 10.0.0.1 dev up0 metric 20" in show
+
+
+def test_demo_command_runs():
+    out = subprocess.run([sys.executable, "-m", "agent", "demo"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "192.0.2.0/24 via 10.99.0.1 dev ra-demo0" in out.stdout
+    assert "2001:db8:" in out.stdout
