@@ -1,6 +1,6 @@
 """`route-agent demo`: the agent on a bundled sample config, in a throw-away network namespace.
 
-DOC: creates a namespace with a dummy interface `ra-demo0` (10.99.0.254/24, fd00:99::254/64),
+DOC: creates a namespace with an interface `ra-demo0` (a veth pair) (10.99.0.254/24, fd00:99::254/64),
 runs the real agent there with `agent/samples/standalone.yaml`, waits until it is ready and its
 FIB has converged, prints `ip route show proto route-agent` (v4 and v6) and one `explain`, then
 stops the agent and deletes the namespace.
@@ -14,7 +14,7 @@ import signal
 import sys
 import tempfile
 
-from .nsutil import api_get, ip, namespace, sh, start_agent, wait_for
+from .nsutil import add_interface, api_get, ip, namespace, sh, start_agent, wait_for
 
 SAMPLE = os.path.join(os.path.dirname(__file__), "samples", "standalone.yaml")
 
@@ -32,10 +32,7 @@ def run_demo() -> int:
         print("route-agent demo needs root (it creates a network namespace)", file=sys.stderr)
         return 1
     with namespace("ra-demo-") as ns, tempfile.NamedTemporaryFile(suffix=".log") as log:
-        ip(ns, "link", "add", "ra-demo0", "type", "dummy")
-        ip(ns, "addr", "add", "10.99.0.254/24", "dev", "ra-demo0")
-        ip(ns, "addr", "add", "fd00:99::254/64", "dev", "ra-demo0", "nodad")
-        ip(ns, "link", "set", "ra-demo0", "up")
+        add_interface(ns, "ra-demo0", "10.99.0.254/24", "fd00:99::254/64")
         agent = start_agent(ns, SAMPLE, log_path=log.name)
         try:
             wait_for(lambda: _converged(ns) or agent.poll() is not None, timeout=30,
@@ -49,8 +46,8 @@ def run_demo() -> int:
             print(f"# ip -6 route show proto route-agent")
             print(ip(ns, "-6", "route", "show", "proto", "route-agent", check=False)
                   or ip(ns, "-6", "route", "show", "proto", "201"), end="")
-            print("# route-agent explain 192.0.2.0/24")
-            print(sh(sys.executable, "-m", "agent", "explain", "192.0.2.0/24", ns=ns,
+            print("# route-agent explain 10.98.2.0/24")
+            print(sh(sys.executable, "-m", "agent", "explain", "10.98.2.0/24", ns=ns,
                      cwd=os.path.dirname(os.path.dirname(__file__))).stdout, end="")
         finally:
             agent.send_signal(signal.SIGTERM)

@@ -80,15 +80,23 @@ class Agent:
         self.links = LinkIndex()
         self.netlink = NetlinkFib(self.settings, self.links)
         self.monitor = RouteMonitor(self.settings, self.links)  # before the dump: miss nothing
-        for link in self.netlink.links_dump():
-            self.links.update(link)
-            self._apply_rib(self.rib.set_link(link.name, link.up))
+        self._sync_links()
         dump = self.netlink.dump()
         self.fib.adopt(dump.ours)
         log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
                  self.settings.protocol, self.settings.table)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
         self._source_synced("kernel")
+
+    def _sync_links(self) -> None:
+        """Dump the links: the netlink codec needs their indexes, the resolver their state."""
+        links = self.netlink.links_dump()
+        gone = {l.name for l in self.links.links()} - {l.name for l in links}
+        self.links.load(links)
+        for name in gone:
+            self._apply_rib(self.rib.set_link(name, None))
+        for link in links:
+            self._apply_rib(self.rib.set_link(link.name, link.up))
 
     def _load_config(self, config) -> None:
         new_settings = cfgmod.fib_settings(config)
@@ -162,9 +170,7 @@ class Agent:
 
     def _full_scan(self, reason: str) -> None:
         self.metrics.resyncs.labels(reason).inc()
-        for link in self.netlink.links_dump():
-            self.links.update(link)
-            self._apply_rib(self.rib.set_link(link.name, link.up))
+        self._sync_links()
         dump = self.netlink.dump()
         self.fib.resync(dump.ours)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))

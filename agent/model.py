@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import socket
 import sys
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 _V6_FLAG = 1 << 136
 
@@ -35,7 +36,21 @@ class Prefix(int):
 
     @classmethod
     def parse(cls, text: str) -> "Prefix":
-        """Parse ``10.0.0.0/24`` or ``2001:db8::/32``; host bits set is an error (ValueError)."""
+        """Parse ``10.0.0.0/24`` or ``2001:db8::/32``; host bits set is an error (ValueError).
+
+        The fast path (inet_pton) handles well-formed input; anything it refuses goes through
+        `ipaddress` for the error message.
+        """
+        addr, slash, length = text.partition("/")
+        if slash and length.isdigit() and length.isascii():
+            family, af, bits = (6, socket.AF_INET6, 128) if ":" in addr else (4, socket.AF_INET, 32)
+            plen = int(length)
+            try:
+                value = int.from_bytes(socket.inet_pton(af, addr), "big")
+            except OSError:
+                value = -1
+            if value >= 0 and plen <= bits and not value & ((1 << (bits - plen)) - 1):
+                return cls((_V6_FLAG if family == 6 else 0) | (value << 8) | plen)
         net = ipaddress.ip_network(text, strict=True)
         return cls.of(net.version, int(net.network_address), net.prefixlen)
 
@@ -102,17 +117,14 @@ class SourceKind(str, enum.Enum):
     EBGP = "ebgp"
     IBGP = "ibgp"
 
-    @property
-    def rank(self) -> int:
-        return _KIND_RANK[self]
-
-    @property
-    def foreign(self) -> bool:
-        """Routes of this kind live in the kernel under someone else's protocol."""
-        return self in (SourceKind.CONNECTED, SourceKind.KERNEL)
+    # set below for every member (plain attributes: read on hot paths)
+    rank: int  # tie-break order at equal distance
+    foreign: bool  # routes of this kind live in the kernel under someone else's protocol
 
 
-_KIND_RANK = {k: i for i, k in enumerate(SourceKind)}
+for _rank, _kind in enumerate(SourceKind):
+    _kind.rank = _rank
+    _kind.foreign = _kind in (SourceKind.CONNECTED, SourceKind.KERNEL)
 
 DEFAULT_DISTANCE: dict[SourceKind, int] = {
     SourceKind.CONNECTED: 0,
@@ -270,10 +282,10 @@ def _nh_key(nh: NextHop) -> tuple:
     return (nh.gateway or "", nh.dev or "", nh.weight)
 
 
-@dataclass(frozen=True, slots=True)
-class Update:
-    """A source's message to the RIB: `candidate` for `prefix` from `origin`, or None to withdraw."""
+class Update(NamedTuple):
+    """A source's message to the RIB: `candidate` for `prefix` from `origin`, or None to withdraw.
+    (A named tuple: sources create one per route, and tuples are the cheapest immutable record.)"""
 
     prefix: Prefix
     origin: Origin
-    candidate: Candidate | None = field(default=None)
+    candidate: Candidate | None = None

@@ -30,6 +30,17 @@ def ip_json(ns: str, *args: str) -> list:
     return json.loads(out) if out else []
 
 
+def add_interface(ns: str, name: str, *addresses: str) -> None:
+    """An interface that is up with carrier: one end of a veth pair whose peer (`NAME-p`... cut to
+    15 characters) stays in the same namespace (kernels without the dummy driver have veth)."""
+    peer = (name + "p")[-15:] if len(name) >= 15 else name + "p"
+    ip(ns, "link", "add", name, "type", "veth", "peer", "name", peer)
+    for addr in addresses:
+        ip(ns, "addr", "add", addr, "dev", name, *(("nodad",) if ":" in addr else ()))
+    ip(ns, "link", "set", peer, "up")
+    ip(ns, "link", "set", name, "up")
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 

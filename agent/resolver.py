@@ -23,7 +23,9 @@ class Resolver:
         self._connected: Counter[tuple[Prefix, str]] = Counter()  # refcount per (prefix, dev)
         self._by_length: list[tuple[Prefix, str]] = []
         self._links: dict[str, bool] = {}
-        self._cache: dict[tuple[NextHop, ...], tuple[tuple[NextHop, ...], str]] = {}
+        # keyed by id() of the interned next-hop tuple; the value holds the tuple, so the id stays
+        # taken while cached
+        self._cache: dict[int, tuple[tuple[NextHop, ...], str, tuple[NextHop, ...]]] = {}
         self.generation = 0
 
     # ---- inputs ----
@@ -60,8 +62,8 @@ class Resolver:
     # ---- queries ----
     def resolve(self, hops: tuple[NextHop, ...]) -> tuple[tuple[NextHop, ...], str]:
         """Return (resolved next hops, reason for the ones dropped). Empty tuple: unresolvable."""
-        hit = self._cache.get(hops)
-        if hit is None:
+        hit = self._cache.get(id(hops))
+        if hit is None or hit[2] is not hops:
             ok: list[NextHop] = []
             why: list[str] = []
             for nh in hops:
@@ -70,9 +72,9 @@ class Resolver:
                     why.append(reason)
                 else:
                     ok.append(resolved)
-            hit = (nexthops(*ok) if ok else (), "; ".join(why))
-            self._cache[hops] = hit
-        return hit
+            hit = (nexthops(*ok) if ok else (), "; ".join(why), hops)
+            self._cache[id(hops)] = hit
+        return hit[0], hit[1]
 
     def _resolve_one(self, nh: NextHop) -> tuple[NextHop | None, str]:
         if nh.gateway is None:

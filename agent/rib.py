@@ -73,6 +73,7 @@ class Rib:
         self.multipath_relax = multipath_relax
         self.resolver = resolver or Resolver()
         self._routes: dict[Prefix, Entry] = {}
+        self._route_cache: dict[tuple[int, int | None], KernelRoute] = {}
         self.counts: Counter[Origin] = Counter()
 
     # ---- updates ----
@@ -184,7 +185,11 @@ class Rib:
             hops = self.resolver.resolve(first.nexthops)[0]
         else:
             hops = nexthops(*(nh for w in winners for nh in self.resolver.resolve(w.nexthops)[0]))
-        return intern(KernelRoute(RouteType.UNICAST, hops, first.metric))
+        key = (id(hops), first.metric)  # hops are interned, so their id is stable
+        route = self._route_cache.get(key)
+        if route is None or route.nexthops is not hops:
+            route = self._route_cache[key] = intern(KernelRoute(RouteType.UNICAST, hops, first.metric))
+        return route
 
     def decide(self, prefix: Prefix) -> Decision:
         cands = self.candidates(prefix)

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agent.nsutil import api_get, ip, ip_json, namespace, start_agent, wait_for  # noqa: E402
+from agent.nsutil import add_interface, api_get, ip, ip_json, namespace, start_agent, wait_for  # noqa: E402
 
 PROTO = 201
 
@@ -77,7 +77,7 @@ class Monitor:
 
 
 class Node:
-    """One namespace with two dummy uplinks, a config directory and the real agent."""
+    """One namespace with two uplinks (veth pairs), a config directory and the real agent."""
 
     def __init__(self, ns: str, tmp) -> None:
         self.ns = ns
@@ -86,10 +86,7 @@ class Node:
         self.log = str(tmp / "agent.log")
         self.procs: list[subprocess.Popen] = []
         for i, dev in enumerate(("up0", "up1")):
-            ip(ns, "link", "add", dev, "type", "dummy")
-            ip(ns, "addr", "add", f"10.0.{i}.254/24", "dev", dev)
-            ip(ns, "addr", "add", f"fd00:{i}::254/64", "dev", dev, "nodad")
-            ip(ns, "link", "set", dev, "up")
+            add_interface(ns, dev, f"10.0.{i}.254/24", f"fd00:{i}::254/64")
 
     # ---- config ----
     def write(self, name: str, text: str) -> None:

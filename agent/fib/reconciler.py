@@ -37,6 +37,7 @@ class FibState:
         self.adopted: set[Prefix] = set()
         self.gate_open = False
         self.failed: dict[Prefix, OpError] = {}
+        self._filled: dict[int, tuple[KernelRoute, KernelRoute]] = {}
 
     # ---- inputs ----
     def adopt(self, ours: Mapping[Prefix, KernelRoute]) -> None:
@@ -46,20 +47,28 @@ class FibState:
         self.adopted.update(ours)
 
     def _fill(self, route: KernelRoute | None) -> KernelRoute | None:
+        """The route with the default metric filled in (cached per interned route)."""
         if route is None or route.metric is not None:
             return route
-        return route.with_metric(self.settings.metric)
+        hit = self._filled.get(id(route))
+        if hit is None or hit[0] is not route or hit[1].metric != self.settings.metric:
+            hit = self._filled[id(route)] = (route, route.with_metric(self.settings.metric))
+        return hit[1]
 
     def want(self, changes: Mapping[Prefix, KernelRoute | None]) -> None:
         """The RIB's desired routes (None: nothing of ours) for some prefixes."""
+        actual, pending, stale, fill = self.actual, self.pending, self.stale, self._fill
         for prefix, route in changes.items():
-            route = self._fill(route)
-            self.stale.discard(prefix)
-            if self.actual.get(prefix) == route:
-                self.pending.pop(prefix, None)
-                self.failed.pop(prefix, None)
+            route = fill(route)
+            if stale:
+                stale.discard(prefix)
+            cur = actual.get(prefix)
+            if cur is route or cur == route:
+                pending.pop(prefix, None)
+                if self.failed:
+                    self.failed.pop(prefix, None)
             else:
-                self.pending[prefix] = route
+                pending[prefix] = route
 
     def desired(self, prefix: Prefix):
         """What we want for `prefix`: a route, None, or _UNKNOWN while it is stale."""
@@ -135,19 +144,24 @@ class FibState:
     def done(self, ops: Sequence[Op], errors: Iterable[OpError]) -> None:
         """Record the outcome of `ops`: `errors` are the failed ones, all others succeeded."""
         failed = {id(e.op): e for e in errors}
+        actual, pending = self.actual, self.pending
         for op in ops:
-            err = failed.get(id(op))
-            if err is not None:
-                self.failed[op.prefix] = err
-                continue
-            if op.kind == OpKind.DELETE:
-                if self.actual.get(op.prefix) == op.route:
-                    del self.actual[op.prefix]
+            if failed:
+                err = failed.get(id(op))
+                if err is not None:
+                    self.failed[op.prefix] = err
+                    continue
+            prefix, route = op.prefix, op.route
+            if op.kind is OpKind.DELETE:
+                if actual.get(prefix) == route:
+                    del actual[prefix]
             else:
-                self.actual[op.prefix] = op.route
-            if self.pending.get(op.prefix, _UNKNOWN) == self.actual.get(op.prefix):
-                del self.pending[op.prefix]
-                self.failed.pop(op.prefix, None)
+                actual[prefix] = route
+            want = pending.get(prefix, _UNKNOWN)
+            if want is not _UNKNOWN and (want is actual.get(prefix) or want == actual.get(prefix)):
+                del pending[prefix]
+                if self.failed:
+                    self.failed.pop(prefix, None)
 
     @property
     def converged(self) -> bool:

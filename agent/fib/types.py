@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..model import KernelRoute, NextHop, Prefix, RouteType
 
@@ -46,8 +47,10 @@ class OpKind(enum.Enum):
     DELETE = "delete"  # a delete of a route that is already gone counts as success
 
 
-@dataclass(frozen=True, slots=True)
-class Op:
+class Op(NamedTuple):
+    """One route write. A named tuple: the reconciler makes one per changed route. Ops are
+    matched to their errors by identity, never by value."""
+
     kind: OpKind
     prefix: Prefix
     route: KernelRoute  # metric always filled in (never None)

@@ -1,0 +1,427 @@
+"""Pure encoding and decoding of rtnetlink route and link messages (no sockets here).
+
+DOC: the FIB talks to the kernel in batches of thousands of messages, so both directions are
+hand-packed with precompiled `struct.Struct` objects instead of pyroute2's message classes.
+
+Encoding (`Encoder`). A route message is the netlink header, the `rtmsg` header, RTA_DST and a
+tail of attributes (RTA_TABLE, RTA_PRIORITY, then RTA_GATEWAY + RTA_OIF or RTA_MULTIPATH). The
+tail depends only on the interned `KernelRoute` (shared by many prefixes), the family and the
+operation, so it is built once and cached together with a `Struct` that packs header + RTA_DST +
+tail in a single call: encoding one op is one dict lookup and one `pack`. Device names become
+ifindexes through the `index_of` mapping given to the encoder (the LinkIndex's live dict); call
+`invalidate()` when links change. A name that is not in the mapping raises `UnknownDevice`.
+
+* ADD: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_EXCL.  REPLACE: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_REPLACE.
+* DELETE: RTM_DELROUTE carrying only dst, table, protocol and metric (type unspec, scope
+  nowhere), so it removes our route for that prefix and metric whatever its next hops are now,
+  and never touches another protocol's route.
+* Scope: link for device-only unicast routes, universe otherwise. A single next hop is sent as
+  RTA_GATEWAY/RTA_OIF (its weight cannot be expressed and reads back as 1); two or more as
+  RTA_MULTIPATH with rtnh_hops = weight - 1.
+
+Decoding (`Decoder`). `iter_messages` walks a receive buffer; `decode` turns each message into a
+value of `agent.fib.types` (RouteEvent, LinkEvent) or a control record (`NlError`, `NlDone`).
+Route messages are filtered on the parsed header before any attribute is read (table, cloned
+flag, type: local/broadcast/anycast/multicast/throw... are skipped), then only RTA_DST,
+RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE and RTA_MULTIPATH are looked at. The raw next-hop
+bytes (gateway, oif, multipath blob) plus type and metric key a cache of interned `KernelRoute`s,
+so a dump of 100k routes through a handful of next hops builds a handful of objects. `route()`
+is the cheap core used by dumps: it returns ``(prefix, protocol, KernelRoute)`` or None.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import ipaddress
+import struct
+import sys
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from ..model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
+from .types import FibSettings, ForeignRoute, Link, LinkEvent, Op, OpKind, RouteEvent
+
+# ---- constants (linux/netlink.h, linux/rtnetlink.h, linux/if.h) ----
+NLMSG_NOOP, NLMSG_ERROR, NLMSG_DONE, NLMSG_OVERRUN = 1, 2, 3, 4
+NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK, NLM_F_DUMP_INTR = 0x1, 0x2, 0x4, 0x10
+NLM_F_ROOT, NLM_F_MATCH = 0x100, 0x200
+NLM_F_DUMP = NLM_F_ROOT | NLM_F_MATCH
+NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
+
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
+RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
+
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_MULTIPATH, RTA_TABLE = 1, 4, 5, 6, 9, 15
+IFLA_IFNAME = 3
+RTM_F_CLONED = 0x200
+RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
+RT_TABLE_UNSPEC, RT_TABLE_COMPAT = 0, 252
+IFF_UP = 0x1
+AF_UNSPEC, AF_INET, AF_INET6 = 0, 2, 10
+
+RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
+
+_V6_FLAG = 1 << 136
+_NLA_TYPE_MASK = 0x3FFF  # strip NLA_F_NESTED / NLA_F_NET_BYTEORDER
+
+# ---- precompiled structs (native byte order, as the kernel speaks) ----
+NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
+RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, protocol, scope, type, flags
+IFINFOMSG = struct.Struct("=BxHiII")  # family, type, index, flags, change
+NLATTR = struct.Struct("=HH")
+U32 = struct.Struct("=I")
+I32 = struct.Struct("=i")
+RTNEXTHOP = struct.Struct("=HBBi")  # len, flags, hops, ifindex
+_HDR = struct.Struct("=IHHIIBBBBBBBBI")  # nlmsghdr + rtmsg, 28 bytes
+_ATTR_U32 = struct.Struct("=HHI")
+
+_KEPT_TYPES = {t.value: t for t in RouteType}
+_ADDR_LEN = {4: 4, 6: 16}
+
+
+class UnknownDevice(LookupError):
+    """A next hop names a device that the link index does not know (reported as ENODEV)."""
+
+    errno = _errno.ENODEV
+
+
+@dataclass(frozen=True, slots=True)
+class NlError:
+    """NLMSG_ERROR: `errno` 0 is an ACK, otherwise the positive errno of request `seq`."""
+
+    seq: int
+    errno: int
+
+
+@dataclass(frozen=True, slots=True)
+class NlDone:
+    """NLMSG_DONE: the end of a dump."""
+
+    seq: int
+
+
+def _attr(atype: int, payload: bytes) -> bytes:
+    n = 4 + len(payload)
+    return NLATTR.pack(n, atype) + payload + b"\0" * (-n & 3)
+
+
+def _u32(atype: int, value: int) -> bytes:
+    return _ATTR_U32.pack(8, atype, value)
+
+
+def _gateway_bytes(family: int, gateway: str) -> bytes:
+    addr = ipaddress.ip_address(gateway)
+    if addr.version != family:
+        raise ValueError(f"gateway {gateway} is not IPv{family}")
+    return addr.packed
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding
+# ---------------------------------------------------------------------------------------------
+
+
+class Encoder:
+    """Packs `Op`s into rtnetlink messages; caches the per-route part (see module doc)."""
+
+    def __init__(self, settings: FibSettings, index_of: Mapping[str, int]):
+        self.settings = settings
+        self.index_of = index_of
+        self._cache: dict[tuple, tuple[struct.Struct, int, int, int, int, bytes]] = {}
+        self._rtm_table = settings.table if settings.table < 256 else RT_TABLE_UNSPEC
+
+    def invalidate(self) -> None:
+        """Forget cached tails (call when interface indexes may have changed)."""
+        self._cache.clear()
+
+    def encode(self, op: Op, seq: int, ack: bool = False) -> bytes:
+        """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`)."""
+        p = op.prefix
+        family = 6 if p & _V6_FLAG else 4
+        key = (op.route, family, op.kind)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._build(op.kind, family, op.route)
+            if len(self._cache) > 65536:
+                self._cache.clear()
+            self._cache[key] = entry
+        st, mtype, flags, scope, rtype, tail = entry
+        length = p & 0xFF
+        alen = 4 if family == 4 else 16
+        addr = ((p & (_V6_FLAG - 1)) >> 8).to_bytes(alen, "big")
+        if length == 0:  # default route: no RTA_DST at all
+            return _HDR.pack(28 + len(tail), mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
+                             AF_INET if family == 4 else AF_INET6, 0, 0, 0, self._rtm_table,
+                             self.settings.protocol, scope, rtype, 0) + tail
+        return st.pack(st.size, mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
+                       AF_INET if family == 4 else AF_INET6, length, 0, 0, self._rtm_table,
+                       self.settings.protocol, scope, rtype, 0, alen + 4, RTA_DST, addr, tail)
+
+    def _build(self, kind: OpKind, family: int, route: KernelRoute):
+        metric = self.settings.metric if route.metric is None else route.metric
+        tail = _u32(RTA_TABLE, self.settings.table) + _u32(RTA_PRIORITY, metric)
+        if kind is OpKind.DELETE:
+            mtype, flags, scope, rtype = RTM_DELROUTE, NLM_F_REQUEST, RT_SCOPE_NOWHERE, 0
+        else:
+            mtype = RTM_NEWROUTE
+            flags = NLM_F_REQUEST | NLM_F_CREATE | (NLM_F_EXCL if kind is OpKind.ADD else NLM_F_REPLACE)
+            rtype = int(route.type)
+            scope = RT_SCOPE_UNIVERSE
+            if route.type == RouteType.UNICAST:
+                hops = route.nexthops
+                if not hops:
+                    raise ValueError("unicast route without next hops")
+                if not any(nh.gateway for nh in hops):
+                    scope = RT_SCOPE_LINK
+                if len(hops) == 1:
+                    tail += self._hop_attrs(family, hops[0])
+                else:
+                    blob = b""
+                    for nh in hops:
+                        gw = _attr(RTA_GATEWAY, _gateway_bytes(family, nh.gateway)) if nh.gateway else b""
+                        if not 1 <= nh.weight <= 256:
+                            raise ValueError(f"weight {nh.weight} out of range 1..256")
+                        blob += RTNEXTHOP.pack(8 + len(gw), 0, nh.weight - 1, self._ifindex(nh.dev)) + gw
+                    tail += _attr(RTA_MULTIPATH, blob)
+        alen = _ADDR_LEN[family]
+        st = struct.Struct(f"=IHHIIBBBBBBBBIHH{alen}s{len(tail)}s")
+        return st, mtype, flags, scope, rtype, tail
+
+    def _hop_attrs(self, family: int, nh: NextHop) -> bytes:
+        out = b""
+        if nh.gateway:
+            out += _attr(RTA_GATEWAY, _gateway_bytes(family, nh.gateway))
+        if nh.dev:
+            out += _u32(RTA_OIF, self._ifindex(nh.dev))
+        if not out:
+            raise ValueError("next hop without gateway or device")
+        return out
+
+    def _ifindex(self, dev: str | None) -> int:
+        if not dev:
+            return 0
+        index = self.index_of.get(dev)
+        if index is None:
+            raise UnknownDevice(dev)
+        return index
+
+
+def encode_dump_request(msg_type: int, family: int, seq: int, table: int = 0) -> bytes:
+    """An RTM_GETROUTE (with `table`: filtered by table under NETLINK_GET_STRICT_CHK) or
+    RTM_GETLINK dump request."""
+    if msg_type == RTM_GETLINK:
+        body = IFINFOMSG.pack(family, 0, 0, 0, 0)
+    else:
+        body = RTMSG.pack(family, 0, 0, 0, table if table < 256 else RT_TABLE_UNSPEC, 0, 0, 0, 0)
+        if table:
+            body += _u32(RTA_TABLE, table)
+    return NLMSGHDR.pack(16 + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding
+# ---------------------------------------------------------------------------------------------
+
+
+def iter_messages(buf: bytes) -> Iterator[tuple[int, int, int, int, int]]:
+    """Yield ``(type, flags, seq, offset, end)`` for each netlink message in `buf`;
+    `offset` points at the payload (after the 16-byte nlmsghdr)."""
+    off, size = 0, len(buf)
+    unpack = NLMSGHDR.unpack_from
+    while off + 16 <= size:
+        mlen, mtype, mflags, seq, _pid = unpack(buf, off)
+        if mlen < 16 or off + mlen > size:
+            break
+        yield mtype, mflags, seq, off + 16, off + mlen
+        off += (mlen + 3) & ~3
+
+
+class Decoder:
+    """Parses route/link/control messages into `agent.fib.types` values (see module doc).
+
+    `name_of` maps ifindex -> interface name (the LinkIndex's live dict); call `invalidate()`
+    when it changes so cached routes pick up new names.
+    """
+
+    def __init__(self, settings: FibSettings, name_of: Mapping[int, str]):
+        self.settings = settings
+        self.name_of = name_of
+        self._cache: dict[tuple, KernelRoute] = {}
+        # rtm_table carries the table id when < 256; larger ids are in RTA_TABLE only, with
+        # RT_TABLE_COMPAT in the header from the kernel (and UNSPEC from encoders like ours)
+        big = settings.table >= 256
+        self._hdr_tables = frozenset([RT_TABLE_COMPAT, RT_TABLE_UNSPEC] if big else [settings.table])
+
+    def invalidate(self) -> None:
+        self._cache.clear()
+
+    def route(self, buf: bytes, off: int, end: int) -> tuple[Prefix, int, KernelRoute] | None:
+        """Parse the rtmsg at `off`..`end`; None when filtered out (other table, cloned, type).
+
+        Fast path: the kernel lays out RTA_TABLE, RTA_DST, then only attributes that describe
+        the next hops and metric, so the raw bytes after RTA_DST key the route cache directly.
+        """
+        family, dst_len, _src, _tos, table, protocol, _scope, rtype, rflags = RTMSG.unpack_from(buf, off)
+        if table not in self._hdr_tables or rflags & RTM_F_CLONED or rtype not in _KEPT_TYPES:
+            return None
+        if family != AF_INET and family != AF_INET6:
+            return None
+        o = off + 12
+        alen, atype = NLATTR.unpack_from(buf, o) if o + 8 <= end else (0, 0)
+        if atype == RTA_TABLE and alen == 8:
+            if U32.unpack_from(buf, o + 4)[0] != self.settings.table:
+                return None
+            o += 8
+            dst = None
+            if dst_len:
+                alen, atype = NLATTR.unpack_from(buf, o) if o + 4 <= end else (0, 0)
+                if atype == RTA_DST and o + alen <= end:
+                    dst = buf[o + 4:o + alen]
+                    o += (alen + 3) & ~3
+                else:
+                    o = -1
+            if o >= 0:
+                key = (rtype, buf[o:end])
+                route = self._cache.get(key)
+                if route is None:
+                    _dst, gw, oif, prio, mp, _table = _route_attrs(buf, o, end)
+                    route = self._route(key, rtype, gw, oif, mp, prio)
+                addr = (int.from_bytes(dst, "big") << 8) if dst else 0
+                return Prefix((addr if family == AF_INET else _V6_FLAG | addr) | dst_len), protocol, route
+        dst, gw, oif, prio, mp, table = _route_attrs(buf, off + 12, end)
+        if table is not None and table != self.settings.table:
+            return None
+        if rtype != 1:  # blackhole & co: next hops (IPv6 reports dev lo) are meaningless
+            gw = mp = None
+            oif = 0
+        key = (rtype, gw, oif, mp, prio)
+        route = self._cache.get(key)
+        if route is None:
+            route = self._route(key, rtype, gw, oif, mp, prio)
+        return _prefix(family, dst, dst_len), protocol, route
+
+    def _route(self, key: tuple, rtype: int, gw, oif: int, mp, prio: int) -> KernelRoute:
+        if rtype != 1:
+            gw = mp = None
+            oif = 0
+        route, complete = self._build(rtype, gw, oif, mp, prio)
+        if complete:
+            if len(self._cache) > 65536:
+                self._cache.clear()
+            self._cache[key] = route
+        return route
+
+    def _build(self, rtype: int, gw, oif: int, mp, prio: int) -> tuple[KernelRoute, bool]:
+        complete = True
+        hops: list[NextHop] = []
+        name_of = self.name_of
+
+        def dev(index: int) -> str | None:
+            nonlocal complete
+            if not index:
+                return None
+            name = name_of.get(index)
+            if name is None:
+                complete = False  # unknown ifindex (a race with a link event): do not cache
+            return name
+
+        if mp is not None:
+            o = 0
+            while o + 8 <= len(mp):
+                nlen, _flags, nhops, ifindex = RTNEXTHOP.unpack_from(mp, o)
+                if nlen < 8:
+                    break
+                nh_gw = None
+                a = o + 8
+                while a + 4 <= o + nlen:
+                    alen, atype = NLATTR.unpack_from(mp, a)
+                    if alen < 4:
+                        break
+                    if atype & _NLA_TYPE_MASK == RTA_GATEWAY:
+                        nh_gw = _address_text(mp[a + 4:a + alen])
+                    a += (alen + 3) & ~3
+                hops.append(NextHop(nh_gw, dev(ifindex), nhops + 1))
+                o += (nlen + 3) & ~3
+        elif gw is not None or oif:
+            hops.append(NextHop(_address_text(gw) if gw is not None else None, dev(oif), 1))
+        return intern(KernelRoute(_KEPT_TYPES[rtype], nexthops(*hops), prio)), complete
+
+    def link(self, buf: bytes, off: int, end: int) -> Link | None:
+        _family, _type, index, flags, _change = IFINFOMSG.unpack_from(buf, off)
+        o = off + 16
+        while o + 4 <= end:
+            alen, atype = NLATTR.unpack_from(buf, o)
+            if alen < 4:
+                break
+            if atype & _NLA_TYPE_MASK == IFLA_IFNAME:
+                name = bytes(buf[o + 4:o + alen]).split(b"\0", 1)[0].decode()
+                return Link(sys.intern(name), index, bool(flags & IFF_UP))
+            o += (alen + 3) & ~3
+        return None
+
+    def decode_one(self, mtype: int, seq: int, buf: bytes, off: int, end: int):
+        """One message as RouteEvent / LinkEvent / NlError / NlDone, or None (filtered/other)."""
+        if mtype == RTM_NEWROUTE or mtype == RTM_DELROUTE:
+            parsed = self.route(buf, off, end)
+            if parsed is None:
+                return None
+            prefix, protocol, route = parsed
+            foreign = None
+            if protocol != self.settings.protocol:
+                foreign = ForeignRoute(prefix, protocol, route.metric, route.type, route.nexthops)
+            return RouteEvent(mtype == RTM_DELROUTE, prefix, protocol, route, foreign)
+        if mtype == RTM_NEWLINK or mtype == RTM_DELLINK:
+            link = self.link(buf, off, end)
+            return None if link is None else LinkEvent(mtype == RTM_DELLINK, link)
+        if mtype == NLMSG_ERROR:
+            return NlError(seq, -I32.unpack_from(buf, off)[0])
+        if mtype == NLMSG_DONE:
+            return NlDone(seq)
+        return None
+
+    def decode(self, buf: bytes) -> list:
+        """Every message of `buf` that is not filtered out, decoded (see `decode_one`)."""
+        out = []
+        for mtype, _flags, seq, off, end in iter_messages(buf):
+            item = self.decode_one(mtype, seq, buf, off, end)
+            if item is not None:
+                out.append(item)
+        return out
+
+
+def _route_attrs(buf: bytes, o: int, end: int):
+    """The route attributes we read, from offset `o`: (dst, gateway, oif, priority, multipath,
+    table); raw bytes for addresses and the multipath blob, None/0 when absent."""
+    dst = gw = mp = table = None
+    oif = prio = 0
+    unpack_attr = NLATTR.unpack_from
+    while o + 4 <= end:
+        alen, atype = unpack_attr(buf, o)
+        if alen < 4:
+            break
+        atype &= _NLA_TYPE_MASK
+        if atype == RTA_DST:
+            dst = buf[o + 4:o + alen]
+        elif atype == RTA_GATEWAY:
+            gw = buf[o + 4:o + alen]
+        elif atype == RTA_OIF:
+            oif = U32.unpack_from(buf, o + 4)[0]
+        elif atype == RTA_PRIORITY:
+            prio = U32.unpack_from(buf, o + 4)[0]
+        elif atype == RTA_TABLE:
+            table = U32.unpack_from(buf, o + 4)[0]
+        elif atype == RTA_MULTIPATH:
+            mp = buf[o + 4:o + alen]
+        o += (alen + 3) & ~3
+    return dst, gw, oif, prio, mp, table
+
+
+def _prefix(family: int, dst, dst_len: int) -> Prefix:
+    addr = (int.from_bytes(dst, "big") << 8) if dst else 0
+    if family == AF_INET:
+        return Prefix(addr | dst_len)
+    return Prefix(_V6_FLAG | addr | dst_len)
+
+
+def _address_text(raw: bytes) -> str:
+    return sys.intern(str(ipaddress.ip_address(bytes(raw))))
