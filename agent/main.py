@@ -29,12 +29,12 @@ from . import config as cfgmod
 from .configload import ConfigError, config_fingerprint, format_problems, load_path
 from .fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
 from .fib.reconciler import FibState
-from .fib.types import FibSettings, LinkEvent, Op, OpKind, Overrun, RouteEvent
+from .fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Op, OpKind, Overrun, RouteEvent
 from .gate import SyncGate
 from .metrics import Metrics
 from .model import Prefix
 from .rib import Rib
-from .sources.kernel import KernelSource
+from .sources.kernel import ConnectedTable, KernelSource
 from .sources.static import StaticSource
 
 log = logging.getLogger("route_agent")
@@ -62,6 +62,7 @@ class Agent:
         self.rib = Rib(max_paths=self.config.agent.max_paths)
         self.fib = FibState(self.settings)
         self.kernel = KernelSource(cfgmod.distances(self.config))
+        self.connected = ConnectedTable()
         self.static = StaticSource()
         self.gate = SyncGate({"kernel", "config"})
         self.metrics = Metrics()
@@ -80,13 +81,24 @@ class Agent:
         self.links = LinkIndex()
         self.netlink = NetlinkFib(self.settings, self.links)
         self.monitor = RouteMonitor(self.settings, self.links)  # before the dump: miss nothing
+        self.main_netlink = self.main_monitor = None
+        if self.settings.table != RT_TABLE_MAIN:  # interface subnets live in main: resolve there
+            main = FibSettings(RT_TABLE_MAIN, self.settings.protocol, self.settings.metric)
+            self.main_netlink = NetlinkFib(main, self.links)
+            self.main_monitor = RouteMonitor(main, self.links)
         self._sync_links()
-        dump = self.netlink.dump()
+        dump = self._dump()
         self.fib.adopt(dump.ours)
         log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
                  self.settings.protocol, self.settings.table)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
         self._source_synced("kernel")
+
+    def _dump(self):
+        """Dump our table; with a table other than main, refresh main's connected routes too."""
+        if self.main_netlink is not None:
+            self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump().foreign)))
+        return self.netlink.dump()
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -130,14 +142,23 @@ class Agent:
         log.info("sync gate open (%s): %d stale routes to delete", self.gate.opened_by, swept)
 
     # ---------------------------------------------------------------- events
-    def _on_monitor(self) -> None:
+    def _on_monitor(self, monitor: RouteMonitor, kind: str = "kernel") -> None:
         try:
-            events = self.monitor.read()
+            events = monitor.read()
         except OSError as exc:  # never let the reader die: resync instead
             log.warning("route monitor read failed: %s; full resync", exc)
             events = [Overrun()]
         if events:
-            self._queue.put_nowait(Event("kernel", events))
+            self._queue.put_nowait(Event(kind, events))
+
+    def _handle_main_table(self, events) -> None:
+        changes = []
+        for ev in events:
+            if isinstance(ev, Overrun):
+                self._queue.put_nowait(Event("scan", "overrun"))
+            elif isinstance(ev, RouteEvent) and ev.foreign is not None:
+                changes += self.connected.seen(ev.foreign, ev.deleted)
+        self._apply_rib(self.rib.set_connected(changes))
 
     def _handle_kernel(self, events) -> None:
         updates = []
@@ -146,9 +167,15 @@ class Agent:
                 self._queue.put_nowait(Event("scan", "overrun"))
             elif isinstance(ev, LinkEvent):
                 self._apply_rib(self.rib.set_link(ev.link.name, None if ev.deleted else ev.link.up))
+                if ev.deleted or not ev.link.up:
+                    # IPv4 routes through a downed link vanish without notification
+                    self._queue.put_nowait(Event("scan", "link-down"))
             elif isinstance(ev, RouteEvent):
                 if ev.foreign is not None:
                     updates += self.kernel.seen(ev.foreign, ev.deleted)
+                    if ev.deleted and ev.foreign.connected:
+                        # an address went away: the kernel drops routes through it silently
+                        self._queue.put_nowait(Event("scan", "connected-route-deleted"))
                 else:
                     self._our_route_event(ev)
         if updates:
@@ -171,13 +198,15 @@ class Agent:
     def _full_scan(self, reason: str) -> None:
         self.metrics.resyncs.labels(reason).inc()
         self._sync_links()
-        dump = self.netlink.dump()
+        dump = self._dump()
         self.fib.resync(dump.ours)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
 
     def _handle(self, ev: Event) -> None:
         if ev.kind == "kernel":
             self._handle_kernel(ev.data)
+        elif ev.kind == "main-table":
+            self._handle_main_table(ev.data)
         elif ev.kind == "config":
             self._load_config(ev.data)
         elif ev.kind == "scan":
@@ -276,7 +305,9 @@ class Agent:
         if not self.gate.open:
             loop.call_later(stale, lambda: self._queue.put_nowait(Event("gate-timeout")))
         self.flush()
-        loop.add_reader(self.monitor.fileno(), self._on_monitor)
+        loop.add_reader(self.monitor.fileno(), self._on_monitor, self.monitor)
+        if self.main_monitor is not None:
+            loop.add_reader(self.main_monitor.fileno(), self._on_monitor, self.main_monitor, "main-table")
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
@@ -297,6 +328,8 @@ class Agent:
                     t.cancel()
         finally:
             loop.remove_reader(self.monitor.fileno())
+            if self.main_monitor is not None:
+                loop.remove_reader(self.main_monitor.fileno())
             server.close()
             self.shutdown()
 

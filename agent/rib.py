@@ -93,6 +93,16 @@ class Rib:
                 changes[prefix] = new
         return changes
 
+    def set_connected(self, changes: Iterable[tuple[Prefix, str, bool]]) -> dict[Prefix, KernelRoute | None]:
+        """Connected routes known outside our table (prefix, device, present): resolution only."""
+        generation = self.resolver.generation
+        for prefix, dev, present in changes:
+            if present:
+                self.resolver.add_connected(prefix, dev)
+            else:
+                self.resolver.remove_connected(prefix, dev)
+        return self.reevaluate() if self.resolver.generation != generation else {}
+
     def set_link(self, name: str, up: bool | None) -> dict[Prefix, KernelRoute | None]:
         return self.reevaluate() if self.resolver.set_link(name, up) else {}
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from agent.nsutil import ip, wait_for
+from agent.nsutil import ip, ip_json, wait_for
 from conftest import PROTO, agent_config, gateways, static_routes
 
 ROUTES = """\
@@ -185,3 +185,29 @@ def test_demo_command_runs():
     assert "10.98.2.0/24 metric 20" in out.stdout and "nexthop via 10.99.0.2 dev ra-demo0" in out.stdout
     assert "fd00:98:1::/48 via fd00:99::1 dev ra-demo0" in out.stdout
     assert "decided by" in out.stdout
+
+
+def test_link_down_withdraws_routes_through_it_and_link_up_restores_them(node):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    node.wait_routes(lambda r: gateways(r.get("198.18.0.0/16", {})) == ["10.0.0.1", "10.0.1.1"])
+    ip(node.ns, "link", "set", "up1", "down")
+    # the ECMP route keeps only the hop through the link that is still up
+    r = node.wait_routes(lambda r: r.get("198.18.0.0/16", {}).get("gateway") == "10.0.0.1", timeout=5)
+    assert "nexthops" not in r["198.18.0.0/16"]
+    exp = node.api("/api/explain?prefix=198.18.0.0/16")
+    assert "10.0.1.1" in exp["candidates"][0]["detail"]
+    ip(node.ns, "link", "set", "up1", "up")
+    node.wait_routes(lambda r: gateways(r.get("198.18.0.0/16", {})) == ["10.0.0.1", "10.0.1.1"], timeout=5)
+
+
+def test_metric_change_on_reload_moves_routes_without_leaving_old_ones(node):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    node.wait_routes(lambda r: len(r) == 3)
+    node.write("agent.yaml", agent_config("  fib:\n    metric: 33\n"))
+    node.wait_routes(lambda r: len(r) == 3 and all(x["metric"] == 33 for x in r.values()), timeout=5)
+    node.wait_routes(lambda r: len(r) == 2 and all(x["metric"] == 33 for x in r.values()), family=6)
+    # one route per prefix: the old-metric routes are gone (a dict by prefix would hide them)
+    wait_for(lambda: len(ip_json(node.ns, "-4", "route", "show", "proto", str(PROTO))) == 3, 5)
+    wait_for(lambda: len(ip_json(node.ns, "-6", "route", "show", "proto", str(PROTO))) == 2, 5)

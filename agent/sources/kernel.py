@@ -55,3 +55,37 @@ class KernelSource:
             return []
         self.distances = dict(distances)
         return [self._update(fr, True) for fr in self.routes.values()]
+
+
+class ConnectedTable:
+    """Directly connected routes of the main table, for next-hop resolution only.
+
+    When the FIB programs a table other than main, the interface subnets still live in main:
+    they are not candidates there (they cannot conflict with our table) but they make gateways
+    reachable. Mark-and-sweep like `KernelSource`; yields (prefix, dev, present) changes.
+    """
+
+    def __init__(self) -> None:
+        self.routes: set[tuple[Prefix, str]] = set()
+
+    @staticmethod
+    def _pairs(fr: ForeignRoute) -> set[tuple[Prefix, str]]:
+        return {(fr.prefix, nh.dev) for nh in fr.nexthops} if fr.connected else set()
+
+    def seen(self, fr: ForeignRoute, deleted: bool) -> list[tuple[Prefix, str, bool]]:
+        pairs = self._pairs(fr)
+        if deleted:
+            gone = pairs & self.routes
+            self.routes -= gone
+            return [(p, d, False) for p, d in gone]
+        new = pairs - self.routes
+        self.routes |= new
+        return [(p, d, True) for p, d in new]
+
+    def resync(self, foreign: Iterable[ForeignRoute]) -> list[tuple[Prefix, str, bool]]:
+        fresh: set[tuple[Prefix, str]] = set()
+        for fr in foreign:
+            fresh |= self._pairs(fr)
+        out = [(p, d, False) for p, d in self.routes - fresh] + [(p, d, True) for p, d in fresh - self.routes]
+        self.routes = fresh
+        return out

@@ -1,0 +1,57 @@
+"""The running agent's reload path: a bad config is rejected, counted, and the old one kept."""
+
+import asyncio
+
+from agent.main import Agent
+
+GOOD = """apiVersion: routeagent.io/v1alpha1
+kind: StaticRoutes
+metadata: {name: s}
+spec:
+  routes:
+    - prefix: 192.0.2.0/24
+      blackhole: true
+"""
+BAD = GOOD.replace("192.0.2.0/24", "192.0.2.1/24")
+
+
+def metric(agent, name):
+    return agent.metrics.registry.get_sample_value(name)
+
+
+async def test_bad_reload_keeps_last_good_config_and_counts(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD)
+    agent = Agent(str(path))
+    good = agent.config
+    path.write_text(BAD)
+    assert agent.reload() is False
+    assert agent.config is good
+    assert metric(agent, "route_agent_config_reload_failures_total") == 1
+    assert metric(agent, "route_agent_config_last_reload_successful") == 0
+    assert "spec.routes[0].prefix" in agent.last_error and "c.yaml" in agent.last_error
+    assert agent._queue.empty()  # nothing reaches the core task
+
+
+async def test_good_reload_queues_the_new_config(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD)
+    agent = Agent(str(path))
+    path.write_text(GOOD.replace("192.0.2.0/24", "198.51.100.0/24"))
+    assert agent.reload() is True
+    ev = agent._queue.get_nowait()
+    assert ev.kind == "config" and metric(agent, "route_agent_config_last_reload_successful") == 1
+    # the core task applies it: the static source now offers the new prefix only
+    agent._load_config(ev.data)
+    assert [str(p) for p in agent.rib.prefixes()] == ["198.51.100.0/24"]
+
+
+def test_invalid_config_at_start_raises_before_touching_anything(tmp_path):
+    import pytest
+    from agent.configload import ConfigError
+
+    path = tmp_path / "c.yaml"
+    path.write_text(BAD)
+    with pytest.raises(ConfigError) as err:
+        Agent(str(path))
+    assert any(p.field == "spec.routes[0].prefix" for p in err.value.problems)
