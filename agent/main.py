@@ -18,10 +18,12 @@ This module is also the only one that will load the keyword-named `agent/import/
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import errno
 import logging
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +31,7 @@ from . import config as cfgmod
 from .configload import ConfigError, config_fingerprint, format_problems, load_path
 from .fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
 from .fib.reconciler import FibState
-from .fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Op, OpKind, Overrun, RouteEvent
+from .fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Op, OpError, OpKind, Overrun, RouteEvent
 from .gate import SyncGate
 from .metrics import Metrics
 from .model import Prefix
@@ -59,7 +61,7 @@ class Agent:
         self.config = load_path(config_path)  # invalid at start: ConfigError, nothing touched
         self.fingerprint = config_fingerprint(config_path)
         self.settings: FibSettings = cfgmod.fib_settings(self.config)
-        self.rib = Rib(max_paths=self.config.agent.max_paths)
+        self.rib = Rib(max_paths=self.config.agent.max_paths, default_metric=self.settings.metric)
         self.fib = FibState(self.settings)
         self.kernel = KernelSource(cfgmod.distances(self.config))
         self.connected = ConnectedTable()
@@ -75,6 +77,10 @@ class Agent:
         self._stop = asyncio.Event()
         self._retry_delay = RETRY_MIN
         self._retry_handle: asyncio.TimerHandle | None = None
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fib-writer")
+        self._flushing = False
+        self._flush_after_gate = False
+        self._synced_once = False
 
     # ---------------------------------------------------------------- start-up
     def _start_kernel(self) -> None:
@@ -116,7 +122,7 @@ class Agent:
             log.warning("spec.fib.table/protocol changed: takes effect at the next restart")
         elif new_settings.metric != self.settings.metric:
             self.settings = self.fib.settings = new_settings
-            self._want_all()
+            self._apply_rib(self.rib.set_default_metric(new_settings.metric))
         self.config = config
         if self.rib.max_paths != config.agent.max_paths:
             self.rib.max_paths = config.agent.max_paths
@@ -211,33 +217,54 @@ class Agent:
             self._load_config(ev.data)
         elif ev.kind == "scan":
             self._full_scan(ev.data)
+        elif ev.kind == "flushed":
+            self._flushed(*ev.data)
         elif ev.kind == "gate-timeout":
             if self.gate.expire():
                 self._open_gate()
         # "retry": nothing to do but flush
 
     # ---------------------------------------------------------------- FIB flush
-    def flush(self) -> None:
-        ops = self.fib.plan()
+    def flush(self, retry_failed: bool = False) -> None:
+        """Hand the planned ops to the writer thread; at most one batch is in flight. The core
+        task keeps taking events meanwhile; the result comes back as a "flushed" event."""
+        if self._flushing:
+            return
+        ops = self.fib.plan(retry_failed)
         if not ops:
             self._check_ready()
             return
+        self._flushing = True
+        self._flush_after_gate = self.gate.open
         t0 = time.perf_counter()
-        errors = self.netlink.apply(ops)
+        future = asyncio.get_running_loop().run_in_executor(self._writer, self.netlink.apply, ops)
+        future.add_done_callback(lambda f: self._queue.put_nowait(Event("flushed", (ops, f, t0))))
+
+    def _flushed(self, ops, future, t0: float) -> None:
+        self._flushing = False
+        try:
+            errors = future.result()
+        except Exception as exc:  # the batch's fate is unknown: mark it failed, rescan, retry
+            log.error("netlink write failed: %s; full resync", exc)
+            errors = [OpError(op, errno.EIO, str(exc)) for op in ops]
+            self._queue.put_nowait(Event("scan", "write-failed"))
         self.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
-        for op in ops:
-            self.metrics.netlink_ops.labels(op.kind.value).inc()
+        counts = Counter(op.kind.value for op in ops)
+        for kind, n in counts.items():
+            self.metrics.netlink_ops.labels(kind).inc(n)
+        for e in errors[:20]:
+            log.warning("netlink %s %s %s failed: %s", e.op.kind.value, e.op.prefix, e.op.route, e.message)
         for e in errors:
             self.metrics.netlink_errors.labels(e.op.kind.value, errno.errorcode.get(e.errno, str(e.errno))).inc()
-            log.warning("netlink %s %s %s failed: %s", e.op.kind.value, e.op.prefix, e.op.route, e.message)
         if any(e.errno == errno.EEXIST and e.op.kind == OpKind.ADD for e in errors):
             self._queue.put_nowait(Event("scan", "conflict"))  # a route we did not know about
         if errors:
             self._schedule_retry()
         else:
             self._retry_delay = RETRY_MIN
-        self._check_ready()
+        if self._flush_after_gate:
+            self._synced_once = True
 
     def _schedule_retry(self) -> None:
         if self._retry_handle is not None:
@@ -252,7 +279,9 @@ class Agent:
         self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
 
     def _check_ready(self) -> None:
-        if not self.ready and self.gate.open:
+        """Ready once the gate is open and the first write after it has completed (or there was
+        nothing to write): the initial re-sync is done, whatever single routes failed."""
+        if not self.ready and self.gate.open and (self._synced_once or not self._flushing):
             self.ready = True
             log.info("ready: initial re-sync done in %.3fs", time.monotonic() - self.started)
 
@@ -260,10 +289,13 @@ class Agent:
     async def _core(self) -> None:
         while True:
             ev = await self._queue.get()
+            retry = ev.kind == "retry"
             self._handle(ev)
             while not self._queue.empty():
-                self._handle(self._queue.get_nowait())
-            self.flush()
+                ev = self._queue.get_nowait()
+                retry = retry or ev.kind == "retry"
+                self._handle(ev)
+            self.flush(retry_failed=retry)
 
     async def _watch_config(self) -> None:
         while True:
@@ -327,6 +359,7 @@ class Agent:
                 for t in tasks:
                     t.cancel()
         finally:
+            self._writer.shutdown(wait=True)  # a batch in flight completes
             loop.remove_reader(self.monitor.fileno())
             if self.main_monitor is not None:
                 loop.remove_reader(self.main_monitor.fileno())
@@ -334,8 +367,8 @@ class Agent:
             self.shutdown()
 
     def shutdown(self) -> None:
-        if self.flush_on_exit:
-            ops = [Op(OpKind.DELETE, p, r) for p, r in self.fib.actual.items()]
+        if self.flush_on_exit:  # from a fresh dump: a batch may have completed unrecorded
+            ops = [Op(OpKind.DELETE, p, r) for p, r in self.netlink.dump().ours.items()]
             errors = self.netlink.apply(ops)
             log.info("flush-on-exit: deleted %d routes (%d errors)", len(ops) - len(errors), len(errors))
         else:

@@ -22,11 +22,16 @@ from __future__ import annotations
 import enum
 import ipaddress
 import socket
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 _V6_FLAG = 1 << 136
+_V4 = struct.Struct("!I").unpack
+_pton = socket.inet_pton
+_AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
+_int_new = int.__new__
 
 
 class Prefix(int):
@@ -41,16 +46,20 @@ class Prefix(int):
         The fast path (inet_pton) handles well-formed input; anything it refuses goes through
         `ipaddress` for the error message.
         """
-        addr, slash, length = text.partition("/")
-        if slash and length.isdigit() and length.isascii():
-            family, af, bits = (6, socket.AF_INET6, 128) if ":" in addr else (4, socket.AF_INET, 32)
+        addr, _, length = text.partition("/")
+        if length.isdigit() and length.isascii():
             plen = int(length)
             try:
-                value = int.from_bytes(socket.inet_pton(af, addr), "big")
+                if ":" not in addr:
+                    value = _V4(_pton(_AF_INET, addr))[0]
+                    if plen <= 32 and not value & (0xFFFFFFFF >> plen):
+                        return _int_new(cls, (value << 8) | plen)
+                else:
+                    value = int.from_bytes(_pton(_AF_INET6, addr), "big")
+                    if plen <= 128 and not value & ((1 << (128 - plen)) - 1):
+                        return _int_new(cls, _V6_FLAG | (value << 8) | plen)
             except OSError:
-                value = -1
-            if value >= 0 and plen <= bits and not value & ((1 << (bits - plen)) - 1):
-                return cls((_V6_FLAG if family == 6 else 0) | (value << 8) | plen)
+                pass
         net = ipaddress.ip_network(text, strict=True)
         return cls.of(net.version, int(net.network_address), net.prefixlen)
 

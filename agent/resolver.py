@@ -60,10 +60,10 @@ class Resolver:
         self.generation += 1
 
     # ---- queries ----
-    def resolve(self, hops: tuple[NextHop, ...]) -> tuple[tuple[NextHop, ...], str]:
-        """Return (resolved next hops, reason for the ones dropped). Empty tuple: unresolvable."""
+    def resolve(self, hops: tuple[NextHop, ...]) -> tuple:
+        """Return (resolved next hops, reason for the ones dropped, ...). Empty hops: unresolvable."""
         hit = self._cache.get(id(hops))
-        if hit is None or hit[2] is not hops:
+        if hit is None or hit[2] is not hops:  # (a 3-tuple is returned as is: callers index 0/1)
             ok: list[NextHop] = []
             why: list[str] = []
             for nh in hops:
@@ -74,7 +74,7 @@ class Resolver:
                     ok.append(resolved)
             hit = (nexthops(*ok) if ok else (), "; ".join(why), hops)
             self._cache[id(hops)] = hit
-        return hit[0], hit[1]
+        return hit
 
     def _resolve_one(self, nh: NextHop) -> tuple[NextHop | None, str]:
         if nh.gateway is None:

@@ -67,31 +67,57 @@ def _connected_devs(c: Candidate | None) -> tuple[str, ...]:
 
 class Rib:
     def __init__(
-        self, max_paths: int = 16, resolver: Resolver | None = None, multipath_relax: bool = False
+        self, max_paths: int = 16, resolver: Resolver | None = None, multipath_relax: bool = False,
+        default_metric: int | None = None,
     ) -> None:
         self.max_paths = max_paths
+        # the FIB's metric, filled into routes that policy gave none (None: leave it to the FIB)
+        self.default_metric = default_metric
         self.multipath_relax = multipath_relax
         self.resolver = resolver or Resolver()
         self._routes: dict[Prefix, Entry] = {}
         self._route_cache: dict[tuple[int, int | None], KernelRoute] = {}
+        self._single_cache: dict[int, tuple[Candidate, int, KernelRoute | None]] = {}
         self.counts: Counter[Origin] = Counter()
 
     # ---- updates ----
     def apply(self, updates: Iterable[Update]) -> dict[Prefix, KernelRoute | None]:
         generation = self.resolver.generation
         before: dict[Prefix, KernelRoute | None] = {}
-        for u in updates:
-            if u.prefix not in before:
-                before[u.prefix] = self.desired(u.prefix)
-            self._set(u.prefix, u.origin, u.candidate)
+        changes: dict[Prefix, KernelRoute | None] = {}
+        routes, desired, set_, counts = self._routes, self.desired, self._set, self.counts
+        for prefix, origin, cand in updates:
+            if prefix not in before:
+                cur = routes.get(prefix)
+                if cur is None:
+                    if cand is not None and not origin.kind.foreign:
+                        # a new prefix with one candidate: the common case of a big table
+                        routes[prefix] = cand
+                        counts[origin] += 1
+                        route = desired(prefix)
+                        if route is not None:
+                            changes[prefix] = route
+                        continue
+                    before[prefix] = None
+                elif prefix in changes:  # added by the fast path earlier in this batch
+                    del changes[prefix]
+                    before[prefix] = None
+                else:
+                    before[prefix] = desired(prefix)
+            set_(prefix, origin, cand)
         if self.resolver.generation != generation:
-            return self.reevaluate() | {p: self.desired(p) for p in before}
-        changes = {}
+            return self.reevaluate() | {p: desired(p) for p in (before | changes)}
         for prefix, old in before.items():
-            new = self.desired(prefix)
-            if new != old:
+            new = desired(prefix)
+            if new is not old and new != old:
                 changes[prefix] = new
         return changes
+
+    def set_default_metric(self, metric: int | None) -> dict[Prefix, KernelRoute | None]:
+        """The FIB's metric changed: every desired route changes with it."""
+        self.default_metric = metric
+        self._single_cache.clear()
+        return {p: self.desired(p) for p in self._routes}
 
     def set_connected(self, changes: Iterable[tuple[Prefix, str, bool]]) -> dict[Prefix, KernelRoute | None]:
         """Connected routes known outside our table (prefix, device, present): resolution only."""
@@ -120,9 +146,15 @@ class Rib:
         cur = self._routes.get(prefix)
         old: Candidate | None = None
         if cur is None:
-            if cand is not None:
-                self._routes[prefix] = cand
-        elif isinstance(cur, Candidate):
+            if cand is None:
+                return
+            self._routes[prefix] = cand
+            self.counts[origin] += 1
+            if cand.origin.kind.foreign:
+                for dev in _connected_devs(cand):
+                    self.resolver.add_connected(prefix, dev)
+            return
+        if isinstance(cur, Candidate):
             if cur.origin == origin:
                 old = cur
                 if cand is None:
@@ -181,24 +213,47 @@ class Rib:
         entry = self._routes.get(prefix)
         if entry is None:
             return None
-        if isinstance(entry, Candidate):
-            return self._kernel_route((entry,)) if self._usable(entry) else None
+        if entry.__class__ is Candidate:  # one origin: no selection needed
+            # candidates are shared by many prefixes: remember each one's kernel route for the
+            # current resolver generation (keyed by identity; the value keeps it alive)
+            hit = self._single_cache.get(id(entry))
+            if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
+                return hit[2]
+            route = self._single(entry)
+            if len(self._single_cache) > 65536:
+                self._single_cache.clear()
+            self._single_cache[id(entry)] = (entry, self.resolver.generation, route)
+            return route
         return self._kernel_route(self.selection(prefix).winners)
+
+    def _single(self, c: Candidate) -> KernelRoute | None:
+        if c.distance >= NEVER_INSTALL or c.origin.kind.foreign:
+            return None
+        if c.type is not RouteType.UNICAST:
+            return self._kernel_route((c,))
+        hops = self.resolver.resolve(c.nexthops)[0]
+        return self._cached_route(hops, c.metric) if hops else None
 
     def _kernel_route(self, winners: tuple[Candidate, ...]) -> KernelRoute | None:
         if not winners or any(w.origin.kind.foreign for w in winners):
             return None
         first = winners[0]
         if first.type != RouteType.UNICAST:
-            return intern(KernelRoute(first.type, (), first.metric))
+            metric = self.default_metric if first.metric is None else first.metric
+            return intern(KernelRoute(first.type, (), metric))
         if len(winners) == 1:
             hops = self.resolver.resolve(first.nexthops)[0]
         else:
             hops = nexthops(*(nh for w in winners for nh in self.resolver.resolve(w.nexthops)[0]))
-        key = (id(hops), first.metric)  # hops are interned, so their id is stable
+        return self._cached_route(hops, first.metric)
+
+    def _cached_route(self, hops: tuple, metric: int | None) -> KernelRoute:
+        if metric is None:
+            metric = self.default_metric
+        key = (id(hops), metric)  # hops are interned, so their id is stable
         route = self._route_cache.get(key)
         if route is None or route.nexthops is not hops:
-            route = self._route_cache[key] = intern(KernelRoute(RouteType.UNICAST, hops, first.metric))
+            route = self._route_cache[key] = intern(KernelRoute(RouteType.UNICAST, hops, metric))
         return route
 
     def decide(self, prefix: Prefix) -> Decision:

@@ -132,3 +132,46 @@ def test_resync_finds_missed_deletion():
     net.routes.pop(B)  # e.g. flushed with its link, no notification
     fib.resync(dict(net.routes))
     assert [(o.kind, o.prefix) for o in flush(fib, net)] == [(OpKind.ADD, B)]
+
+
+# ---- writes in flight (the agent writes in a worker thread while the state takes changes) ----
+def test_want_while_in_flight_compares_against_the_target():
+    fib, net = fresh()
+    fib.want({A: R1})
+    ops = fib.plan()
+    assert fib.inflight == {A: R1} and not fib.pending
+    fib.want({A: R1})  # unchanged: nothing more to do
+    assert not fib.pending
+    fib.want({A: R2})  # changed while in flight: queued, not planned twice
+    assert fib.plan() == []
+    fib.done(ops, net.apply(ops))
+    assert [(o.kind, o.route) for o in flush(fib, net)] == [(OpKind.REPLACE, R2)]
+    assert fib.converged and net.routes == {A: R2}
+
+
+def test_failed_op_in_flight_is_requeued_and_waits_for_the_retry():
+    fib, _ = fresh()
+    net = FakeNetlink(fail={A: errno.ENETUNREACH})
+    fib.want({A: R1})
+    ops = fib.plan()
+    fib.done(ops, net.apply(ops))
+    assert fib.pending == {A: R1} and A in fib.failed and not fib.inflight
+    assert fib.plan(retry_failed=False) == []  # no hammering before the backoff
+    net.fail.clear()
+    ops = fib.plan(retry_failed=True)
+    fib.done(ops, net.apply(ops))
+    assert fib.converged and not fib.failed and net.routes == {A: R1}
+
+
+def test_echo_of_the_write_in_flight_is_ignored_and_a_foreign_change_reasserted():
+    fib, net = fresh()
+    fib.want({A: R1, B: R1})
+    ops = fib.plan()
+    fib.kernel_changed(A, R1)  # our own echo, before done()
+    fib.kernel_changed(B, R2)  # someone else's change to B during the write
+    fib.done(ops, net.apply(ops))
+    assert fib.pending == {} and fib.actual[B] == R1  # the write came after that change
+    net.routes[B] = R2
+    fib.resync(dict(net.routes))  # what the periodic scan does
+    flush(fib, net)
+    assert net.routes == {A: R1, B: R1} and fib.converged

@@ -153,3 +153,23 @@ def test_any_order_gives_same_winners_and_fib(updates, rnd, batch):
     last = list(final.values())
     rnd.shuffle(last)
     assert run(last, batch) == ref
+
+
+def test_prefix_parse_fast_path_matches_ipaddress_and_rejects_bad_input():
+    import ipaddress
+
+    import pytest
+
+    from agent.model import Prefix
+
+    for text in ["0.0.0.0/0", "10.0.0.0/8", "192.0.2.128/25", "203.0.113.7/32", "::/0",
+                 "2001:db8::/32", "fe80::/64", "2001:db8::1/128"]:
+        p = Prefix.parse(text)
+        net = ipaddress.ip_network(text)
+        assert (p.family, p.address, p.length, str(p)) == (net.version, int(net.network_address),
+                                                         net.prefixlen, str(net))
+    for bad in ["10.0.0.1/8", "10.0.0.0/33", "10.0.0/8", "10.0.0.0/+8", "2001:db8::1/32", "x/8", "::/129"]:
+        with pytest.raises(ValueError):
+            Prefix.parse(bad)
+    assert sorted([Prefix.parse("::/0"), Prefix.parse("10.0.0.0/8"), Prefix.parse("9.0.0.0/8")]) == [
+        Prefix.parse("9.0.0.0/8"), Prefix.parse("10.0.0.0/8"), Prefix.parse("::/0")]

@@ -127,7 +127,7 @@ class Encoder:
     def __init__(self, settings: FibSettings, index_of: Mapping[str, int]):
         self.settings = settings
         self.index_of = index_of
-        self._cache: dict[tuple, tuple[struct.Struct, int, int, int, int, bytes]] = {}
+        self._cache: dict[tuple, tuple[struct.Struct, int, int, int, int, bytes, KernelRoute]] = {}
         self._rtm_table = settings.table if settings.table < 256 else RT_TABLE_UNSPEC
 
     def invalidate(self) -> None:
@@ -138,14 +138,16 @@ class Encoder:
         """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`)."""
         p = op.prefix
         family = 6 if p & _V6_FLAG else 4
-        key = (op.route, family, op.kind)
+        # routes are interned (shared by many prefixes): key by identity, which is much cheaper
+        # than hashing the route; the entry keeps the route alive so its id cannot be reused
+        key = (id(op.route), family, op.kind)
         entry = self._cache.get(key)
-        if entry is None:
-            entry = self._build(op.kind, family, op.route)
+        if entry is None or entry[6] is not op.route:
+            entry = (*self._build(op.kind, family, op.route), op.route)
             if len(self._cache) > 65536:
                 self._cache.clear()
             self._cache[key] = entry
-        st, mtype, flags, scope, rtype, tail = entry
+        st, mtype, flags, scope, rtype, tail, _route = entry
         length = p & 0xFF
         alen = 4 if family == 4 else 16
         addr = ((p & (_V6_FLAG - 1)) >> 8).to_bytes(alen, "big")

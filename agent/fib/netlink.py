@@ -10,7 +10,10 @@ DOC: everything here is socket plumbing; the bytes are made and parsed by `agent
   the replies: rtnetlink processes a send synchronously, so when `send` returns every reply of
   the batch is already queued and the final ACK marks its end. NLMSG_ERRORs are matched to ops
   by sequence number. A delete that finds nothing (ESRCH/ENOENT) is success. An op whose device
-  is unknown fails with ENODEV without being sent. Only failures are returned.
+  is unknown fails with ENODEV without being sent. Only failures are returned. With more than
+  one batch, one sender thread sends batch k while the caller's thread encodes batch k+1 (the
+  kernel's work happens inside send() with the GIL released); apply() still returns only once
+  every batch is acknowledged, so callers see a plain synchronous call.
 * `NetlinkFib.dump()` issues one RTM_GETROUTE dump per family (with NETLINK_GET_STRICT_CHK the
   kernel already filters by table), parses only what is needed and splits by protocol; a dump
   interrupted by concurrent changes (NLM_F_DUMP_INTR) is retried.
@@ -25,6 +28,7 @@ a batch in which every op fails still fits its error replies.
 
 from __future__ import annotations
 
+import concurrent.futures
 import errno
 import os
 import select
@@ -216,6 +220,7 @@ class NetlinkFib:
         self.decoder = Decoder(settings, links.name_of)
         self._generation = links.generation
         self._seq = _Seq()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.ops_sent = 0  # messages handed to the kernel
         self.errors = 0  # failures returned by apply()
         self.replies_lost = 0  # batches whose replies overflowed the socket (resync advised)
@@ -223,7 +228,14 @@ class NetlinkFib:
         # metric): not in Dump.ours, delete them to converge
         self.duplicates: list[tuple[Prefix, KernelRoute]] = []
 
+    def _sender(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="netlink-send")
+        return self._pool
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
         self.sock.close()
 
     def __enter__(self) -> "NetlinkFib":
@@ -293,6 +305,14 @@ class NetlinkFib:
         batch_msgs: list[bytes] = []
         size = 0
         first = self._seq.take(self.batch)
+        # With more than one batch, a sender thread writes batch k (the kernel does its work inside
+        # send(), with the GIL released) while this thread encodes batch k+1. Batches still go out
+        # in order, one at a time, and apply() returns only when all are acknowledged.
+        sent: list = []
+        send = self._send_batch
+        if len(ops) > self.batch:
+            pool = self._sender()
+            send = lambda *a: sent.append(pool.submit(self._send_batch, *a))  # noqa: E731
         for i, op in enumerate(ops):
             try:
                 msg = encode(op, first + len(batch_ops))
@@ -307,11 +327,13 @@ class NetlinkFib:
             batch_msgs.append(msg)
             size += len(msg)
             if len(batch_ops) >= self.batch or size >= _BATCH_BYTES:
-                self._send_batch(first, batch_ops, batch_index, batch_msgs, failures)
+                send(first, batch_ops, batch_index, batch_msgs, failures)
                 batch_ops, batch_index, batch_msgs, size = [], [], [], 0
                 first = self._seq.take(self.batch)
         if batch_ops:
-            self._send_batch(first, batch_ops, batch_index, batch_msgs, failures)
+            send(first, batch_ops, batch_index, batch_msgs, failures)
+        for future in sent:
+            future.result()  # re-raises a sender error here
         failures.sort(key=lambda item: item[0])
         self.errors += len(failures)
         return [failure for _i, failure in failures]

@@ -5,6 +5,8 @@ DOC: pure logic, no I/O. It keeps
                our successful writes and the route monitor);
   * `pending`: prefix -> KernelRoute or None (delete) only where the wanted state differs from
                `actual`; in steady state it is empty, so memory is one dict slot per route;
+  * `inflight`: prefix -> target of an op handed to the kernel and not yet confirmed by `done()`
+               (writes run in a worker thread while this state keeps taking changes);
   * `stale`:   prefixes adopted from the kernel at start whose wanted state is not known yet.
 
 Restart re-sync (FRR zebra's ``-K`` sweep, BIRD's kernel graceful restart): routes found in the
@@ -15,17 +17,21 @@ no source wants are deleted, changed ones replaced, and unchanged ones cost zero
 
 Drift: a monitor event for our route that differs from `actual` (``ip route del``, a replace by
 hand) re-queues the wanted state, so the next flush repairs it. Ops that failed stay pending and
-are retried; their errors are kept per prefix for `explain`.
+are retried (when the caller asks, after a backoff); their errors are kept per prefix for
+`explain`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import KernelRoute, Prefix
 from .types import FibSettings, Op, OpError, OpKind
 
 _UNKNOWN = object()
+_op = functools.partial(tuple.__new__, Op)  # Op(...) without the Python-level __new__: hot path
+ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 
 
 class FibState:
@@ -37,6 +43,7 @@ class FibState:
         self.adopted: set[Prefix] = set()
         self.gate_open = False
         self.failed: dict[Prefix, OpError] = {}
+        self.inflight: dict[Prefix, KernelRoute | None] = {}
         self._filled: dict[int, tuple[KernelRoute, KernelRoute]] = {}
 
     # ---- inputs ----
@@ -55,14 +62,21 @@ class FibState:
             hit = self._filled[id(route)] = (route, route.with_metric(self.settings.metric))
         return hit[1]
 
+    def expected(self, prefix: Prefix) -> KernelRoute | None:
+        """What the kernel has, or will have once the op in flight for `prefix` succeeds."""
+        inflight = self.inflight
+        if inflight and prefix in inflight:
+            return inflight[prefix]
+        return self.actual.get(prefix)
+
     def want(self, changes: Mapping[Prefix, KernelRoute | None]) -> None:
         """The RIB's desired routes (None: nothing of ours) for some prefixes."""
-        actual, pending, stale, fill = self.actual, self.pending, self.stale, self._fill
+        actual, pending, stale, fill, inflight = self.actual, self.pending, self.stale, self._fill, self.inflight
         for prefix, route in changes.items():
             route = fill(route)
             if stale:
                 stale.discard(prefix)
-            cur = actual.get(prefix)
+            cur = inflight[prefix] if inflight and prefix in inflight else actual.get(prefix)
             if cur is route or cur == route:
                 pending.pop(prefix, None)
                 if self.failed:
@@ -76,11 +90,19 @@ class FibState:
             return self.pending[prefix]
         if prefix in self.stale:
             return _UNKNOWN
-        return self.actual.get(prefix)
+        return self.expected(prefix)
 
     def kernel_changed(self, prefix: Prefix, route: KernelRoute | None) -> None:
-        """The kernel now has `route` (None: nothing) of our protocol for `prefix`."""
-        if self.actual.get(prefix) == route:
+        """The kernel now has `route` (None: nothing) of our protocol for `prefix`.
+
+        While an op for `prefix` is in flight, an event equal to its target is its echo. Any
+        other event re-queues what we want, so it is re-asserted after the op completes (a
+        change made by someone else in the few milliseconds after our own write of the same
+        prefix is left to the periodic full scan)."""
+        if self.inflight and prefix in self.inflight:
+            if route == self.inflight[prefix]:
+                return
+        elif self.actual.get(prefix) == route:
             return
         wanted = self.desired(prefix)
         if route is None:
@@ -91,7 +113,7 @@ class FibState:
             if route is None:
                 self.stale.discard(prefix)
             return
-        if wanted == route:
+        if wanted == route and prefix not in self.inflight:
             self.pending.pop(prefix, None)
         else:
             self.pending[prefix] = wanted
@@ -118,51 +140,66 @@ class FibState:
         return swept
 
     # ---- ops ----
-    def plan(self) -> list[Op]:
+    def plan(self, retry_failed: bool = True) -> list[Op]:
+        """The ops that bring the kernel to the wanted state, now allowed. Each planned prefix
+        moves from `pending` to `inflight` until `done()`. Prefixes whose last op failed wait
+        for a call with `retry_failed` (the caller's backoff timer)."""
         ops: list[Op] = []
+        add = ops.append
         held = self.adopted if not self.gate_open else ()
+        actual, inflight = self.actual, self.inflight
+        skip_failed = self.failed if not retry_failed else ()
         settled = []
         for prefix, route in self.pending.items():
-            if prefix in held:
+            if (held and prefix in held) or (inflight and prefix in inflight) or (
+                    skip_failed and prefix in skip_failed):
                 continue
-            cur = self.actual.get(prefix)
-            if route == cur:
-                settled.append(prefix)
+            settled.append(prefix)
+            cur = actual.get(prefix)
+            if cur is None:
+                if route is None:
+                    continue
+                add(_op((ADD, prefix, route)))
             elif route is None:
-                ops.append(Op(OpKind.DELETE, prefix, cur))
-            elif cur is None:
-                ops.append(Op(OpKind.ADD, prefix, route))
+                add(_op((DELETE, prefix, cur)))
+            elif route == cur:
+                continue
             elif cur.metric != route.metric:
-                ops.append(Op(OpKind.ADD, prefix, route))
-                ops.append(Op(OpKind.DELETE, prefix, cur))
+                add(_op((ADD, prefix, route)))
+                add(_op((DELETE, prefix, cur)))
             else:
-                ops.append(Op(OpKind.REPLACE, prefix, route))
+                add(_op((REPLACE, prefix, route)))
+            inflight[prefix] = route
+        pending = self.pending
         for prefix in settled:
-            del self.pending[prefix]
+            del pending[prefix]
         return ops
 
     def done(self, ops: Sequence[Op], errors: Iterable[OpError]) -> None:
         """Record the outcome of `ops`: `errors` are the failed ones, all others succeeded."""
         failed = {id(e.op): e for e in errors}
-        actual, pending = self.actual, self.pending
+        actual, pending, inflight = self.actual, self.pending, self.inflight
         for op in ops:
+            prefix, route = op.prefix, op.route
+            target = inflight.pop(prefix, _UNKNOWN)  # (the second op of a metric change: _UNKNOWN)
             if failed:
                 err = failed.get(id(op))
                 if err is not None:
-                    self.failed[op.prefix] = err
+                    self.failed[prefix] = err
+                    if target is not _UNKNOWN and prefix not in pending:
+                        pending[prefix] = target  # still wanted: retried later
                     continue
-            prefix, route = op.prefix, op.route
             if op.kind is OpKind.DELETE:
                 if actual.get(prefix) == route:
                     del actual[prefix]
             else:
                 actual[prefix] = route
+            if self.failed and target is not _UNKNOWN:
+                self.failed.pop(prefix, None)
             want = pending.get(prefix, _UNKNOWN)
             if want is not _UNKNOWN and (want is actual.get(prefix) or want == actual.get(prefix)):
                 del pending[prefix]
-                if self.failed:
-                    self.failed.pop(prefix, None)
 
     @property
     def converged(self) -> bool:
-        return not self.pending
+        return not self.pending and not self.inflight
