@@ -88,24 +88,22 @@ _DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _LABEL_VALUE_RE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 
-def _check_dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(value):
-        raise _error(
-            "dns_subdomain",
-            f"invalid name {value!r}: a DNS-1123 subdomain is at most 253 characters of lowercase "
-            "letters, digits, '-' and '.', starting and ending with a letter or digit",
-        )
-    return value
+def _dns_checker(kind: str, pattern: re.Pattern, limit: int, what: str):
+    def check(value: str) -> str:
+        if len(value) > limit or not pattern.fullmatch(value):
+            raise _error(kind, f"invalid name {value!r}: a DNS-1123 {what}")
+        return value
+    return check
 
 
-def _check_dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL_RE.fullmatch(value):
-        raise _error(
-            "dns_label",
-            f"invalid name {value!r}: a DNS-1123 label is at most 63 characters of lowercase "
-            "letters, digits and '-', starting and ending with a letter or digit",
-        )
-    return value
+_check_dns_subdomain = _dns_checker(
+    "dns_subdomain", _DNS_SUBDOMAIN_RE, 253,
+    "subdomain is at most 253 characters of lowercase letters, digits, '-' and '.', "
+    "starting and ending with a letter or digit")
+_check_dns_label = _dns_checker(
+    "dns_label", _DNS_LABEL_RE, 63,
+    "label is at most 63 characters of lowercase letters, digits and '-', "
+    "starting and ending with a letter or digit")
 
 
 def _check_labels(labels: dict[str, str]) -> dict[str, str]:
