@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -178,8 +179,22 @@ def test_readyz_metrics_and_cli_views(node):
     assert "192.0.2.0/24 via 10.0.0.1 dev up0 metric 20" in show
 
 
-def test_demo_command_runs():
-    out = subprocess.run([sys.executable, "-m", "agent", "demo"], capture_output=True, text=True, timeout=120)
+def test_sigterm_keeps_routes_in_the_kernel(node):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    proc = node.start()
+    node.wait_routes(lambda r: len(r) == 3)
+    wait_for(node.converged, 5)
+    before = node.routes(4), node.routes(6)
+    node.kill(proc, signal.SIGTERM)
+    assert proc.returncode == 0
+    assert (node.routes(4), node.routes(6)) == before
+    assert "routes left in the kernel" in node.logtext()
+
+
+def test_readme_demo_command_runs():
+    """The README's first command, exactly: install, then the demo in a throw-away namespace."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(["bash", "scripts/demo.sh"], capture_output=True, text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stderr
     assert "10.98.1.0/24 via 10.99.0.1 dev ra-demo0" in out.stdout
     assert "10.98.2.0/24 metric 20" in out.stdout and "nexthop via 10.99.0.2 dev ra-demo0" in out.stdout

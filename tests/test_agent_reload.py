@@ -55,3 +55,14 @@ def test_invalid_config_at_start_raises_before_touching_anything(tmp_path):
     with pytest.raises(ConfigError) as err:
         Agent(str(path))
     assert any(p.field == "spec.routes[0].prefix" for p in err.value.problems)
+
+
+async def test_monitor_overrun_and_link_down_ask_for_a_full_scan(tmp_path):
+    from agent.fib.types import Link, LinkEvent, Overrun
+
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD)
+    agent = Agent(str(path))
+    agent._handle_kernel([Overrun(), LinkEvent(False, Link("eth9", 9, False))])
+    kinds = [agent._queue.get_nowait() for _ in range(agent._queue.qsize())]
+    assert [(e.kind, e.data) for e in kinds] == [("scan", "overrun"), ("scan", "link-down")]
