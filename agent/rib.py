@@ -86,6 +86,7 @@ class Rib:
         before: dict[Prefix, KernelRoute | None] = {}
         changes: dict[Prefix, KernelRoute | None] = {}
         routes, desired, set_, counts = self._routes, self.desired, self._set, self.counts
+        single = self._single_cache
         for prefix, origin, cand in updates:
             if prefix not in before:
                 cur = routes.get(prefix)
@@ -94,7 +95,11 @@ class Rib:
                         # a new prefix with one candidate: the common case of a big table
                         routes[prefix] = cand
                         counts[origin] += 1
-                        route = desired(prefix)
+                        hit = single.get(id(cand))  # desired(prefix), inlined for the hot path
+                        if hit is not None and hit[0] is cand and hit[1] == generation:
+                            route = hit[2]
+                        else:
+                            route = desired(prefix)
                         if route is not None:
                             changes[prefix] = route
                         continue

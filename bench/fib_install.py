@@ -63,6 +63,7 @@ def child(mode: str, n: int) -> dict:
     kernel = KernelSource(DEFAULT_DISTANCE)
     origin = intern(Origin(SourceKind.STATIC, "bench"))
     cand = intern(Candidate(origin, 1, nexthops(NextHop(GATEWAY))))
+    texts = [prefix_text(i) for i in range(n)]  # the source's input, like ip -batch's file
     gc.collect()
     base = rss()
     t0 = time.perf_counter()
@@ -72,7 +73,7 @@ def child(mode: str, n: int) -> dict:
     chunk = 20000
     writes = 0
     for start in range(0, n, chunk):
-        fib.want(rib.apply(Update(Prefix.parse(prefix_text(i)), origin, cand)
+        fib.want(rib.apply(Update(Prefix.parse(texts[i]), origin, cand)
                            for i in range(start, min(n, start + chunk))))
         ops = fib.plan()  # before the gate: new prefixes only, adopted ones are held
         writes += len(ops)

@@ -1,0 +1,35 @@
+"""Import side of BGP: the hijack guard, import policy stage and max-prefix (pure logic).
+
+DOC: ``import`` is a Python keyword, so this package is only reached through
+``importlib.import_module(".import", "agent")`` (the composition root does it; tests use
+``importlib.import_module("agent.import")``). Modules inside use relative imports.
+
+* `guard` — `Guard`: routes that would hijack the node's own prefixes or addresses, martians and
+  (unless allowed per peer) default routes; runs before any policy and cannot be bypassed.
+* `stage` — `ImportStage`: per received route: guard, the peer's import policy (RFC 8212 default
+  deny for eBGP), max-prefix, then the RIB `Update` with a `Candidate`; counters and per-route
+  verdicts for ``explain``.
+* `maxprefix` — `MaxPrefix`: accepted-prefix counts per peer and family and what to do over the
+  limit (warn, discard extra, tear down with Cease 6/1 and a restart hold-down).
+
+The policy machinery itself (`agent.policy`, `agent.policy_models`) is shared with export.
+"""
+
+from .guard import GUARD, MARTIANS, Guard
+from .maxprefix import (
+    CEASE,
+    CEASE_MAX_PREFIXES,
+    MaxPrefix,
+    MaxPrefixAction,
+    MaxPrefixDecision,
+    MaxPrefixLimit,
+    MaxPrefixState,
+    MaxPrefixStatus,
+)
+from .stage import ImportPeer, ImportResult, ImportStage
+
+__all__ = [
+    "CEASE", "CEASE_MAX_PREFIXES", "GUARD", "MARTIANS", "Guard", "ImportPeer", "ImportResult",
+    "ImportStage", "MaxPrefix", "MaxPrefixAction", "MaxPrefixDecision", "MaxPrefixLimit",
+    "MaxPrefixState", "MaxPrefixStatus",
+]
