@@ -1,0 +1,156 @@
+"""The built-in hijack guard: routes a peer must never make this node install.
+
+DOC: the guard runs on every received route before the peer's import policy, and no policy can
+undo its rejections (``acceptAll`` included). It is derived live from what the node owns: the
+composition root calls `Guard.set_protected` (pod CIDRs, IP pools, VIPs, Service CIDRs, from
+config now and from the cluster later) and `Guard.set_node_addresses` (interface addresses with
+their subnet length, e.g. ``10.0.0.5/24``) whenever those change; both replace the whole set.
+After a change, routes already accepted are not re-checked here: the owner of the adj-RIB-in
+re-feeds them through the import stage.
+
+Checks, in this order (the first that hits decides; each has its `Reason`):
+
+1. ``DEFAULT_ROUTE``: ``0.0.0.0/0`` and ``::/0``, unless the peer may send defaults
+   (``allow_default``). An allowed default skips the prefix checks below (it covers everything
+   by definition) but not the next-hop check.
+2. ``MARTIAN``: inside or equal to loopback, ``0.0.0.0/8``, link-local (``169.254.0.0/16``,
+   ``fe80::/10``), multicast, limited broadcast, ``::/128``, ``::1/128``, v4-mapped ``::ffff:0:0/96``.
+   No peer has a reason to route these to us; ``169.254.169.254/32`` is a cloud metadata service.
+3. ``OWN_PREFIX``: equal to a protected prefix (a hijack, or our own advertisement reflected back).
+4. ``MORE_SPECIFIC_OF_OWN``: strictly inside a protected prefix: longest-prefix match would pull
+   that part of our own space away from us.
+5. ``NODE_ADDRESS``: the route contains a node address and is a host route (/32, /128) or longer
+   than that address's connected subnet. A more specific than our subnet that contains our address
+   captures traffic to the node itself. The connected subnet itself and shorter covering
+   aggregates (a /16 of the fabric, the default route) are normal and allowed: the kernel's
+   connected and local routes stay more specific, and the ToR commonly re-advertises the subnet.
+   An address given without a length (or on a /32 loopback) only protects its host route.
+6. ``NEXT_HOP_IS_NODE``: the next hop is one of the node's addresses (a loop, typically our own
+   route reflected back by a route reflector with an unchanged next hop).
+7. ``COVERS_OWN``: strictly covers a protected prefix, unless the peer allows covering routes
+   (``allow_covering``). By longest-prefix match a covering route does not steal what we route
+   locally, but it catches every address of ours that has no local route (an unallocated pod IP,
+   a VIP while its service is down) and sends it back into the fabric, and a too-broad route from
+   a peer is what a leak looks like. So it is rejected by default and a fabric that only sends
+   aggregates (a cluster-wide /16 over our /24, or a corporate 10.0.0.0/8) is opted in per peer.
+
+Lookups are O(distinct lengths) set probes and O(log n) bisects on `agent.policy.PrefixIndex`:
+the guard costs about a microsecond per route. `check` is pure and returns None (pass) or a shared
+`Verdict` (``policy="guard"``, ``statement`` = the protected prefix, node address or martian block
+that matched); the import stage counts rejections per peer, family and reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+from ..model import Prefix, canonical_address
+from ..policy import V6_FLAG, NO_MODS, PrefixIndex, Reason, Verdict, host_prefix
+
+GUARD = "guard"
+
+MARTIANS: tuple[str, ...] = (
+    "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32",
+    "::/128", "::1/128", "::ffff:0:0/96", "fe80::/10", "ff00::/8",
+)
+
+
+class Guard:
+    """Rejects routes that would hijack the node's own prefixes or addresses (see module doc)."""
+
+    __slots__ = ("_protected", "_martians", "_node_hosts", "_node_len", "_node_texts", "_verdicts")
+
+    def __init__(self, protected: Iterable[Prefix | str] = (), node_addresses: Iterable[str] = ()):
+        self._martians = PrefixIndex(MARTIANS)
+        self._verdicts: dict[tuple[Reason, int | str], Verdict] = {}
+        self._protected = PrefixIndex()
+        self._node_hosts = PrefixIndex()
+        self._node_len: dict[Prefix, int] = {}
+        self._node_texts: frozenset[str] = frozenset()
+        self.set_protected(protected)
+        self.set_node_addresses(node_addresses)
+
+    # -- live configuration --------------------------------------------------------------------
+
+    def set_protected(self, prefixes: Iterable[Prefix | str]) -> None:
+        """Replace the node's own prefixes (pod CIDRs, pools, VIPs, Service CIDRs)."""
+        self._protected = PrefixIndex(prefixes)
+        self._verdicts.clear()
+
+    def set_node_addresses(self, addresses: Iterable[str]) -> None:
+        """Replace the node's addresses: ``"10.0.0.5/24"`` (address and its subnet length, as
+        ``ip addr`` shows it) or a bare ``"10.0.0.5"`` (host route only); a zone (``%eth0``) is
+        ignored."""
+        lengths: dict[Prefix, int] = {}
+        texts = set()
+        for text in addresses:
+            address, slash, length = text.partition("/")
+            iface = ipaddress.ip_interface(address.partition("%")[0] + slash + length)  # no zone
+            address = canonical_address(str(iface.ip))
+            host = host_prefix(address)
+            plen = iface.network.prefixlen
+            lengths[host] = min(plen, lengths.get(host, plen))
+            texts.add(address)
+        self._node_len = lengths
+        self._node_hosts = PrefixIndex(lengths)
+        self._node_texts = frozenset(texts)
+        self._verdicts.clear()
+
+    @property
+    def protected(self) -> frozenset[Prefix]:
+        return frozenset(self._protected)
+
+    @property
+    def node_addresses(self) -> tuple[str, ...]:
+        """The node addresses as ``address/subnet length``."""
+        return tuple(f"{host.network.network_address}/{self._node_len[host]}" for host in self._node_hosts)
+
+    # -- the check ------------------------------------------------------------------------------
+
+    def check(self, prefix: Prefix, nexthop: str | None = None, *, allow_default: bool = False,
+              allow_covering: bool = False) -> Verdict | None:
+        """None when the route may go on to the import policy, else the rejecting `Verdict`."""
+        plen = prefix & 0xFF
+        own = self._protected
+        if plen == 0:
+            if not allow_default:
+                return self._verdict(Reason.DEFAULT_ROUTE, prefix)
+        else:
+            hit = self._martians.covering(prefix)
+            if hit is not None:
+                return self._verdict(Reason.MARTIAN, hit)
+            if own:
+                if prefix in own:
+                    return self._verdict(Reason.OWN_PREFIX, prefix)
+                hit = own.covering(prefix, strict=True)
+                if hit is not None:
+                    return self._verdict(Reason.MORE_SPECIFIC_OF_OWN, hit)
+            if self._node_hosts and self._node_hosts.first_inside(prefix) is not None:
+                full = 128 if prefix & V6_FLAG else 32
+                for host in self._node_hosts.inside(prefix):
+                    if plen > self._node_len[host] or plen == full:
+                        return self._verdict(Reason.NODE_ADDRESS, host)
+        if nexthop in self._node_texts:
+            return self._verdict(Reason.NEXT_HOP_IS_NODE, nexthop)  # type: ignore[arg-type]
+        if own and plen and not allow_covering:
+            hit = own.first_inside(prefix, strict=True)
+            if hit is not None:
+                return self._verdict(Reason.COVERS_OWN, hit)
+        return None
+
+    def _verdict(self, reason: Reason, what: Prefix | str) -> Verdict:
+        key = (reason, what if isinstance(what, str) else int(what))
+        v = self._verdicts.get(key)
+        if v is None:
+            if reason is Reason.NODE_ADDRESS:
+                host = Prefix(what)  # type: ignore[arg-type]
+                text = f"node address {host.network.network_address}/{self._node_len.get(host, host.bits)}"
+            elif reason is Reason.NEXT_HOP_IS_NODE:
+                text = f"next hop {what}"
+            else:
+                text = str(what)
+            if len(self._verdicts) > 4096:
+                self._verdicts.clear()
+            v = self._verdicts[key] = Verdict(False, text, reason, NO_MODS, GUARD)
+        return v

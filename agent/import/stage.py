@@ -1,0 +1,404 @@
+"""The import stage: every route a BGP peer sends goes guard -> policy -> max-prefix -> RIB update.
+
+DOC: `ImportStage` is pure logic owned by one task (the BGP source): it receives the routes the
+speaker decoded, one call per prefix, and returns an `ImportResult` with the `Verdict`, the RIB
+`Update` to forward (None when the RIB has nothing to do) and the max-prefix decision the caller
+must act on (log a warning, or tear the session down with Cease 6/1).
+
+For each received route (`receive`):
+
+1. The hijack guard (`guard.Guard`), which no policy can bypass.
+2. The peer's import policy, bound to the peer once (`agent.policy.BoundPolicy`). Without a
+   policy, RFC 8212: an **eBGP** peer's routes are all rejected (reason ``NO_POLICY``, counted);
+   an **iBGP** peer's routes are accepted (``IBGP_NO_POLICY``). RFC 8212 is about eBGP sessions
+   only: iBGP peers are our own AS (route reflectors, other nodes), filtering is expected at the
+   AS edge, and refusing iBGP routes by default would break every iBGP-only setup for no safety
+   gain. ``acceptAll`` must still be named explicitly for eBGP. A policy name that does not
+   exist (the configuration layer should prevent it) fails closed: ``UNKNOWN_POLICY``.
+3. Max-prefix (`maxprefix.MaxPrefix`) for a prefix that becomes accepted (counts accepted
+   prefixes, as FRR); ``DISCARD`` or ``TEARDOWN`` turn the verdict into a ``MAX_PREFIX`` rejection.
+4. An accepted route becomes a `Candidate`: origin ``ebgp/PEER`` or ``ibgp/PEER``; distance from
+   the policy's ``setAdminDistance``, else the peer's override, else the configured default per
+   kind (eBGP 20, iBGP 200); next hop ``via NH`` (with the peer's device for an IPv6 link-local
+   next hop); `BgpAttrs` with the policy's modifications applied (a LOCAL_PREF received over
+   eBGP is reset to 100 first: RFC 4271 says to ignore it); the kernel metric of
+   ``setKernelMetric``. Attributes may be a `BgpAttrs` or the speaker's received-attributes record
+   (same field names; absent LOCAL_PREF -> 100, absent MED -> 0, router id from `set_router_id`).
+   Candidates are interned, and the last one built per peer is reused while
+   the attributes object, the modifications and the next hop stay the same (the codec shares one
+   attributes object between the prefixes of an UPDATE), so a 100k-prefix table of shared
+   attributes builds a handful of candidates.
+
+A re-announcement that is now rejected gives a withdraw `Update`; `withdraw` does the same for a
+withdrawn prefix that was accepted. `peer_down` forgets the peer's routes and resets max-prefix
+(the RIB side of a session loss, stale marking under graceful restart, is the BGP source's job).
+
+State kept per peer, for ``explain`` and max-prefix: one dict from prefix to its shared `Verdict`
+(a reference to an interned object; the policy's verdicts are one per statement). Accepted
+prefixes are always kept (max-prefix needs to know what is already counted); rejected ones up to
+`keep_rejected` per peer, so a peer sending a full table through a tight policy cannot grow the
+agent without bound: beyond it a rejection is counted but `verdict()` answers None.
+
+Counters (plain dicts, monotonic, for the metrics layer): `received[(peer, family)]`,
+`accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`. Current counts per peer and
+family (gauges): `held(peer)`. Changing policies, guard sets or peer settings does not
+re-evaluate routes already received: the caller re-feeds them (adj-RIB-in or route refresh).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from ..model import (
+    DEFAULT_DISTANCE,
+    BgpAttrs,
+    BgpOrigin,
+    Candidate,
+    NextHop,
+    Origin,
+    Prefix,
+    RouteType,
+    SourceKind,
+    Update,
+    canonical_address,
+    intern,
+    nexthops,
+)
+from ..policy import (
+    V6_FLAG,
+    BoundPolicy,
+    CompiledPolicy,
+    Modifications,
+    PeerInfo,
+    Reason,
+    Verdict,
+    shared_verdict,
+)
+from .guard import Guard
+from .maxprefix import MaxPrefix, MaxPrefixDecision, MaxPrefixLimit
+
+MAX_PREFIX = "max-prefix"
+_LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
+_OK = MaxPrefixDecision.OK
+_DISCARD = MaxPrefixDecision.DISCARD
+_TEARDOWN = MaxPrefixDecision.TEARDOWN
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPeer:
+    """Import settings of one peer (built from the peer configuration)."""
+
+    address: str  # canonical address text; the peer's key and origin name
+    asn: int
+    ebgp: bool
+    policy: str | None = None  # import policy name; None: RFC 8212 default
+    distance: int | None = None  # admin distance override for this peer's routes
+    allow_default: bool = False  # may send 0.0.0.0/0 and ::/0
+    allow_covering: bool = False  # may send routes covering the node's own prefixes
+    device: str | None = None  # interface for IPv6 link-local next hops
+    router_id: str | None = None  # BGP identifier (only used when attrs are not a BgpAttrs)
+    max_prefix: Mapping[int, MaxPrefixLimit] = field(default_factory=dict, hash=False)  # family -> limit
+
+
+class ImportResult(NamedTuple):
+    verdict: Verdict
+    update: Update | None  # forward to the RIB when not None
+    maxprefix: MaxPrefixDecision  # OK, or WARN / DISCARD / TEARDOWN for the caller to act on
+
+
+class _Peer:
+    __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
+                 "key4", "key6", "rejected_kept", "last", "base", "hops", "max_verdicts")
+
+    def __init__(self, settings: ImportPeer) -> None:
+        self.settings = settings
+        self.info = PeerInfo(settings.address, settings.asn, settings.ebgp)
+        kind = SourceKind.EBGP if settings.ebgp else SourceKind.IBGP
+        self.origin = intern(Origin(kind, settings.address))
+        self.bound: BoundPolicy | None = None
+        self.fixed: Verdict | None = None  # the verdict of every route when there is no policy
+        self.distance = 0
+        self.verdicts: dict[Prefix, Verdict] = {}
+        self.held = [0, 0, 0, 0]  # v4 rejected, v4 accepted, v6 rejected, v6 accepted
+        self.key4 = (settings.address, 4)
+        self.key6 = (settings.address, 6)
+        self.rejected_kept = 0
+        self.last: tuple[Any, Modifications, Any, Candidate] | None = None
+        self.base: tuple[Any, BgpAttrs] | None = None
+        self.hops: dict[Any, tuple[NextHop, ...]] = {}
+        self.max_verdicts: dict[int, Verdict] = {}
+
+
+class ImportStage:
+    """Guard, import policy and max-prefix for every peer; see the module doc."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        policies: Mapping[str, CompiledPolicy] | None = None,
+        *,
+        distances: Mapping[SourceKind, int] | None = None,
+        maxprefix: MaxPrefix | None = None,
+        keep_rejected: int = 100_000,
+    ) -> None:
+        self.guard = guard
+        self.maxprefix = maxprefix if maxprefix is not None else MaxPrefix()
+        self.keep_rejected = keep_rejected
+        self._policies: Mapping[str, CompiledPolicy] = dict(policies or {})
+        self._distances = dict(DEFAULT_DISTANCE if distances is None else distances)
+        self._peers: dict[str, _Peer] = {}
+        self.received: dict[tuple[str, int], int] = {}
+        self.accepted: dict[tuple[str, int], int] = {}
+        self.rejected: dict[tuple[str, int, Reason], int] = {}
+
+    # -- configuration --------------------------------------------------------------------------
+
+    def set_peer(self, settings: ImportPeer) -> None:
+        """Add a peer or change its settings. Routes it already sent are not re-evaluated. If its AS
+        or session type (eBGP/iBGP) changes, its routes and max-prefix state are forgotten (the
+        session restarts anyway; the caller withdraws the old origin's routes from the RIB)."""
+        old = self._peers.get(settings.address)
+        if old is None or old.settings.ebgp != settings.ebgp or old.settings.asn != settings.asn:
+            if old is not None:
+                self.maxprefix.forget(settings.address)
+            peer = _Peer(settings)
+            self._peers[settings.address] = peer
+        else:
+            peer = old
+            peer.settings = settings
+            peer.last = peer.base = None
+            peer.hops.clear()
+            peer.max_verdicts.clear()
+        self._bind(peer)
+        for family in (4, 6):
+            self.maxprefix.configure(settings.address, family, settings.max_prefix.get(family))
+
+    def remove_peer(self, address: str) -> None:
+        self._peers.pop(address, None)
+        self.maxprefix.forget(address)
+
+    def set_policies(self, policies: Mapping[str, CompiledPolicy]) -> None:
+        """Replace the compiled policies (built-ins included) and re-bind every peer."""
+        self._policies = dict(policies)
+        for peer in self._peers.values():
+            peer.last = None
+            self._bind(peer)
+
+    def set_distances(self, distances: Mapping[SourceKind, int]) -> None:
+        self._distances = dict(distances)
+        for peer in self._peers.values():
+            peer.last = None
+            self._bind(peer)
+
+    def _bind(self, peer: _Peer) -> None:
+        s = peer.settings
+        peer.distance = s.distance if s.distance is not None else self._distances[peer.origin.kind]
+        peer.bound = None
+        if s.policy is None:
+            peer.fixed = (shared_verdict(False, "", Reason.NO_POLICY) if s.ebgp
+                          else shared_verdict(True, "", Reason.IBGP_NO_POLICY))
+        elif s.policy not in self._policies:
+            peer.fixed = shared_verdict(False, "", Reason.UNKNOWN_POLICY, policy=s.policy)
+        else:
+            peer.fixed = None
+            peer.bound = self._policies[s.policy].bind(peer.info)
+
+    def set_router_id(self, peer: str, router_id: str) -> None:
+        """The BGP identifier from the peer's OPEN (used for attributes that do not carry it)."""
+        st = self._peers[peer]
+        if st.settings.router_id != router_id:
+            st.settings = replace(st.settings, router_id=router_id)
+            st.last = st.base = None
+
+    def origin(self, peer: str) -> Origin:
+        """The RIB origin of `peer`'s routes (``ebgp/ADDRESS`` or ``ibgp/ADDRESS``)."""
+        return self._peers[peer].origin
+
+    def accepted_prefixes(self, peer: str) -> list[Prefix]:
+        """The prefixes of `peer` currently accepted (so in the RIB under its origin)."""
+        st = self._peers.get(peer)
+        return [] if st is None else [p for p, v in st.verdicts.items() if v.accepted]
+
+    @property
+    def peers(self) -> dict[str, ImportPeer]:
+        return {address: p.settings for address, p in self._peers.items()}
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    def receive(self, peer: str, prefix: Prefix, nexthop: str | None, attrs: Any) -> ImportResult:
+        """One announced route of `peer` (KeyError for an unknown peer)."""
+        st = self._peers[peer]
+        v6 = prefix & V6_FLAG
+        key = st.key6 if v6 else st.key4
+        self.received[key] = self.received.get(key, 0) + 1
+        s = st.settings
+        verdict = self.guard.check(prefix, nexthop, allow_default=s.allow_default,
+                                   allow_covering=s.allow_covering)
+        if verdict is None:
+            bound = st.bound
+            verdict = st.fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)  # type: ignore[assignment]
+        old = st.verdicts.get(prefix)
+        was_accepted = old is not None and old.accepted
+        decision = _OK
+        if verdict.accepted:
+            if not was_accepted:
+                decision = self.maxprefix.admit(peer, 6 if v6 else 4)
+                if decision is _DISCARD or decision is _TEARDOWN:
+                    verdict = self._max_verdict(st, 6 if v6 else 4)
+        elif was_accepted:
+            self.maxprefix.release(peer, 6 if v6 else 4)
+
+        base = 2 if v6 else 0
+        if old is not None:
+            st.held[base + old.accepted] -= 1
+            if not old.accepted:
+                st.rejected_kept -= 1
+        if verdict.accepted:
+            st.verdicts[prefix] = verdict
+            st.held[base + 1] += 1
+            self.accepted[key] = self.accepted.get(key, 0) + 1
+            cand = self._candidate(st, nexthop, attrs, verdict.mods)
+            return ImportResult(verdict, Update(prefix, st.origin, cand), decision)
+        rkey = (peer, 6 if v6 else 4, verdict.reason)
+        self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
+        if st.rejected_kept < self.keep_rejected:
+            st.verdicts[prefix] = verdict
+            st.held[base] += 1
+            st.rejected_kept += 1
+        elif old is not None:
+            del st.verdicts[prefix]
+        return ImportResult(verdict, Update(prefix, st.origin, None) if was_accepted else None, decision)
+
+    def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
+        """`peer` withdrew `prefix`: the RIB withdraw to forward, or None if it was not accepted."""
+        st = self._peers[peer]
+        old = st.verdicts.pop(prefix, None)
+        if old is None:
+            return None
+        v6 = prefix & V6_FLAG
+        st.held[(2 if v6 else 0) + old.accepted] -= 1
+        if not old.accepted:
+            st.rejected_kept -= 1
+            return None
+        self.maxprefix.release(peer, 6 if v6 else 4)
+        return Update(prefix, st.origin, None)
+
+    def peer_down(self, peer: str, now: float) -> None:
+        """The session went down: forget its routes, reset max-prefix (starting a hold-down after
+        a max-prefix teardown). `now` is monotonic seconds."""
+        st = self._peers.get(peer)
+        if st is not None:
+            st.verdicts = {}
+            st.held = [0, 0, 0, 0]
+            st.rejected_kept = 0
+            st.last = st.base = None
+        self.maxprefix.session_down(peer, now)
+
+    def evaluate(self, peer: str, prefix: Prefix, nexthop: str | None, attrs: Any) -> Verdict:
+        """Guard and policy verdict for a route, without counting or storing (for explain)."""
+        st = self._peers[peer]
+        s = st.settings
+        verdict = self.guard.check(prefix, nexthop, allow_default=s.allow_default,
+                                   allow_covering=s.allow_covering)
+        if verdict is not None:
+            return verdict
+        return st.fixed if st.bound is None else st.bound.evaluate(prefix, nexthop, attrs)  # type: ignore[return-value]
+
+    # -- explain and counters -------------------------------------------------------------------
+
+    def verdict(self, peer: str, prefix: Prefix) -> Verdict | None:
+        """The stored verdict of `peer`'s current route for `prefix` (None: no such route, or a
+        rejection beyond `keep_rejected`)."""
+        st = self._peers.get(peer)
+        return None if st is None else st.verdicts.get(prefix)
+
+    def explain(self, prefix: Prefix) -> dict[str, Verdict]:
+        """Every peer's stored verdict for `prefix`."""
+        out = {}
+        for address, st in self._peers.items():
+            v = st.verdicts.get(prefix)
+            if v is not None:
+                out[address] = v
+        return out
+
+    def held(self, peer: str) -> dict[int, tuple[int, int]]:
+        """Current (accepted, rejected-and-kept) route counts of `peer` per family."""
+        st = self._peers.get(peer)
+        if st is None:
+            return {4: (0, 0), 6: (0, 0)}
+        h = st.held
+        return {4: (h[1], h[0]), 6: (h[3], h[2])}
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _max_verdict(self, st: _Peer, family: int) -> Verdict:
+        v = st.max_verdicts.get(family)
+        if v is None:
+            limit = st.settings.max_prefix.get(family)
+            text = f"limit {limit.limit} {limit.action.value}" if limit is not None else "torn down"
+            v = st.max_verdicts[family] = shared_verdict(False, text, Reason.MAX_PREFIX, policy=MAX_PREFIX)
+        return v
+
+    def _candidate(self, st: _Peer, nexthop: str | None, attrs: Any, mods: Modifications) -> Candidate:
+        last = st.last
+        if last is not None and last[0] is attrs and last[1] is mods and last[2] == nexthop:
+            return last[3]
+        bgp = self._base_attrs(st, attrs)
+        if mods.changes_attrs:
+            bgp = mods.apply(bgp)
+        hops = st.hops.get(nexthop)
+        if hops is None:
+            hops = self._nexthops(st, nexthop)
+        cand = intern(Candidate(
+            st.origin,
+            st.distance if mods.distance is None else mods.distance,
+            hops,
+            RouteType.UNICAST,
+            intern(bgp),
+            mods.metric,
+        ))
+        st.last = (attrs, mods, nexthop, cand)
+        return cand
+
+    def _base_attrs(self, st: _Peer, attrs: Any) -> BgpAttrs:
+        base = st.base
+        if base is not None and base[0] is attrs:
+            return base[1]
+        s = st.settings
+        if isinstance(attrs, BgpAttrs):
+            bgp = attrs
+            if s.ebgp and bgp.local_pref != 100:
+                bgp = replace(bgp, local_pref=100)
+        else:
+            local_pref = getattr(attrs, "local_pref", None)
+            med = getattr(attrs, "med", None)
+            bgp = BgpAttrs(
+                peer_address=s.address,
+                peer_as=s.asn,
+                router_id=getattr(attrs, "router_id", None) or s.router_id or s.address,
+                ebgp=s.ebgp,
+                local_pref=100 if s.ebgp or local_pref is None else local_pref,
+                as_path=tuple(getattr(attrs, "as_path", ())),
+                origin=BgpOrigin(getattr(attrs, "origin", BgpOrigin.IGP)),
+                med=0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
+                communities=tuple(getattr(attrs, "communities", ())),
+                large_communities=tuple(getattr(attrs, "large_communities", ())),
+            )
+        st.base = (attrs, bgp)
+        return bgp
+
+    def _nexthops(self, st: _Peer, nexthop: str | None) -> tuple[NextHop, ...]:
+        if not nexthop:
+            hops = nexthops()
+        else:
+            gateway = canonical_address(nexthop)
+            ip = ipaddress.ip_address(gateway)
+            dev = st.settings.device if ip.version == 6 and ip in _LINK_LOCAL_V6 else None
+            hops = nexthops(NextHop(gateway, dev))
+        if len(st.hops) >= 4096:
+            st.hops.clear()
+        st.hops[nexthop] = hops
+        return hops
