@@ -96,6 +96,10 @@ class Prefix(int):
         shift = self.bits - self.length
         return (address >> shift) == (self.address >> shift)
 
+    def covers(self, other: "Prefix") -> bool:
+        """True when `other` is this prefix or lies inside it."""
+        return self.length <= other.length and self.contains_address(other.family, other.address)
+
     def __str__(self) -> str:
         return str(self.network)
 

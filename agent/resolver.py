@@ -6,26 +6,42 @@ longest such prefix winning, and that device is up. The resolved next hop carrie
 route we write compares equal to the route the kernel reports back. A device-only next hop resolves
 when the device exists and is up; blackhole routes need nothing.
 
+A gateway that no connected route covers is resolved **recursively** (iBGP and multihop next
+hops, FRR's nexthop tracking): the longest prefix in the RIB that covers it and has a usable route
+(`lookup`, given by the RIB: the winner's resolved next hops, ours or a foreign route's) lends its
+next hops, keeping the gateway itself when that route is on-link (device only). The default route
+is never used for that (as FRR without `resolve-via-default`), nor a route that covers the prefix
+being resolved (it would resolve through itself); the RIB checks the latter with `vias`.
+Every gateway looked up recursively is *watched*: when the RIB's route for a prefix covering a
+watched gateway changes (`affects`), the cache is dropped and routes are re-evaluated.
+
 Results are cached per interned next-hop tuple (many routes share a few tuples). When the
-connected routes or link states change, `generation` increases and the cache is dropped; the RIB
-then re-evaluates its routes. Recursive resolution through BGP routes plugs in here later.
+connected routes, link states or a route a watched gateway resolves through change, `generation`
+increases and the cache is dropped; the RIB then re-evaluates its routes.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from .model import NextHop, Prefix, nexthops, parse_address
 
 
+MAX_DEPTH = 3  # recursive resolution through at most this many routes
+
+
 class Resolver:
-    def __init__(self) -> None:
+    def __init__(self, lookup: Callable[[Prefix, int], tuple[NextHop, ...] | None] | None = None) -> None:
+        self.lookup = lookup  # (prefix, depth) -> the RIB's resolved next hops there, or None
+        self._watch: dict[tuple[int, int], set[int]] = {}  # (family, length) -> masked gateways
+        self._depth = 0
         self._connected: Counter[tuple[Prefix, str]] = Counter()  # refcount per (prefix, dev)
         self._by_length: list[tuple[Prefix, str]] = []
         self._links: dict[str, bool] = {}
         # keyed by id() of the interned next-hop tuple; the value holds the tuple, so the id stays
         # taken while cached
-        self._cache: dict[int, tuple[tuple[NextHop, ...], str, tuple[NextHop, ...]]] = {}
+        self._cache: dict[int, tuple] = {}
         self.generation = 0
 
     # ---- inputs ----
@@ -54,29 +70,75 @@ class Resolver:
             return True
         return False
 
+    def affects(self, prefix: Prefix) -> bool:
+        """True when `prefix` covers a gateway that was resolved recursively."""
+        watched = self._watch.get((prefix.family, prefix.length))
+        return watched is not None and prefix.address in watched
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._watch)
+
+    def invalidate(self) -> None:
+        """A route some recursive resolution may depend on changed."""
+        self._changed()
+
     def _changed(self) -> None:
+        self._watch.clear()  # re-registered as routes are resolved again
         self._by_length = sorted(self._connected, key=lambda k: -k[0].length)
         self._cache.clear()
         self.generation += 1
 
     # ---- queries ----
     def resolve(self, hops: tuple[NextHop, ...]) -> tuple:
-        """Return (resolved next hops, reason for the ones dropped, ...). Empty hops: unresolvable."""
+        """Return (resolved next hops, reason for the ones dropped, hops, vias). Empty next hops:
+        unresolvable. `vias` lists the prefixes a recursive resolution went through."""
         hit = self._cache.get(id(hops))
-        if hit is None or hit[2] is not hops:  # (a 3-tuple is returned as is: callers index 0/1)
+        if hit is None or hit[2] is not hops:
             ok: list[NextHop] = []
             why: list[str] = []
+            vias: list[Prefix] = []
             for nh in hops:
                 resolved, reason = self._resolve_one(nh)
-                if resolved is None:
+                if not resolved:
                     why.append(reason)
                 else:
-                    ok.append(resolved)
-            hit = (nexthops(*ok) if ok else (), "; ".join(why), hops)
-            self._cache[id(hops)] = hit
+                    ok += resolved
+                    if reason:
+                        vias.append(reason)  # the prefix resolved through
+            hit = (nexthops(*ok) if ok else (), "; ".join(why), hops, tuple(vias))
+            if self._depth == 0:
+                self._cache[id(hops)] = hit
         return hit
 
-    def _resolve_one(self, nh: NextHop) -> tuple[NextHop | None, str]:
+    def _resolve_one(self, nh: NextHop) -> tuple[list[NextHop] | None, str | Prefix]:
+        one, reason = self._resolve_connected(nh)
+        if one is not None:
+            return [one], ""
+        if nh.gateway is None or nh.dev is not None or self.lookup is None or self._depth >= MAX_DEPTH:
+            return None, reason  # a next hop given with its device is meant on-link
+        family, addr = parse_address(nh.gateway)
+        bits = 32 if family == 4 else 128
+        for length in range(bits, 0, -1):  # never through the default route
+            masked = (addr >> (bits - length)) << (bits - length)
+            self._watch.setdefault((family, length), set()).add(masked)
+        self._depth += 1
+        try:
+            for length in range(bits, 0, -1):
+                masked = (addr >> (bits - length)) << (bits - length)
+                prefix = Prefix.of(family, masked, length)
+                hops = self.lookup(prefix, self._depth)
+                if hops:
+                    hops = [h for h in hops if h.dev is None or self._links.get(h.dev)]
+                if hops:
+                    return [NextHop(h.gateway or nh.gateway, h.dev, nh.weight) for h in hops], prefix
+        finally:
+            self._depth -= 1
+        if "no connected route covers it" in reason:
+            return None, f"{nh.gateway} is not reachable: no connected route covers it and no route resolves it"
+        return None, reason  # e.g. "device eth0 is down": the more useful reason
+
+    def _resolve_connected(self, nh: NextHop) -> tuple[NextHop | None, str]:
         if nh.gateway is None:
             if nh.dev is None:
                 return None, "next hop without gateway or device"

@@ -56,6 +56,10 @@ class Decision:
     note: str = ""
 
 
+def _through_itself(vias: tuple[Prefix, ...], prefix: Prefix) -> bool:
+    return any(v.covers(prefix) for v in vias)
+
+
 def _connected_devs(c: Candidate | None) -> tuple[str, ...]:
     """Devices through which a foreign candidate makes its prefix directly reachable."""
     if c is None or not c.origin.kind.foreign or c.type != RouteType.UNICAST or not c.nexthops:
@@ -75,6 +79,7 @@ class Rib:
         self.default_metric = default_metric
         self.multipath_relax = multipath_relax
         self.resolver = resolver or Resolver()
+        self.resolver.lookup = self._lookup
         self._routes: dict[Prefix, Entry] = {}
         self._route_cache: dict[tuple[int, int | None], KernelRoute] = {}
         self._single_cache: dict[int, tuple[Candidate, int, KernelRoute | None]] = {}
@@ -116,6 +121,10 @@ class Rib:
             new = desired(prefix)
             if new is not old and new != old:
                 changes[prefix] = new
+        resolver = self.resolver
+        if resolver.watching and any(resolver.affects(p) for p in changes):
+            resolver.invalidate()  # a route that recursive next hops resolve through changed
+            return self.reevaluate() | changes
         return changes
 
     def set_default_metric(self, metric: int | None) -> dict[Prefix, KernelRoute | None]:
@@ -200,16 +209,17 @@ class Rib:
             return ()
         return (entry,) if isinstance(entry, Candidate) else entry
 
-    def _usable(self, c: Candidate) -> bool:
+    def _usable(self, c: Candidate, prefix: Prefix) -> bool:
         if c.distance >= NEVER_INSTALL:
             return False
         if c.origin.kind.foreign or c.type != RouteType.UNICAST:
             return True
-        return bool(self.resolver.resolve(c.nexthops)[0])
+        hit = self.resolver.resolve(c.nexthops)
+        return bool(hit[0]) and not (hit[3] and _through_itself(hit[3], prefix))
 
     def selection(self, prefix: Prefix) -> Selection:
         return select(
-            [c for c in self.candidates(prefix) if self._usable(c)],
+            [c for c in self.candidates(prefix) if self._usable(c, prefix)],
             self.max_paths,
             self.multipath_relax,
         )
@@ -224,22 +234,38 @@ class Rib:
             hit = self._single_cache.get(id(entry))
             if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
                 return hit[2]
-            route = self._single(entry)
-            if len(self._single_cache) > 65536:
-                self._single_cache.clear()
-            self._single_cache[id(entry)] = (entry, self.resolver.generation, route)
+            route, recursive = self._single(entry, prefix)
+            if not recursive:  # a recursive result depends on the prefix: not shareable
+                if len(self._single_cache) > 65536:
+                    self._single_cache.clear()
+                self._single_cache[id(entry)] = (entry, self.resolver.generation, route)
             return route
-        return self._kernel_route(self.selection(prefix).winners)
+        return self._kernel_route(self.selection(prefix).winners, prefix)
 
-    def _single(self, c: Candidate) -> KernelRoute | None:
+    def _single(self, c: Candidate, prefix: Prefix) -> tuple[KernelRoute | None, bool]:
         if c.distance >= NEVER_INSTALL or c.origin.kind.foreign:
-            return None
+            return None, False
         if c.type is not RouteType.UNICAST:
-            return self._kernel_route((c,))
-        hops = self.resolver.resolve(c.nexthops)[0]
-        return self._cached_route(hops, c.metric) if hops else None
+            return self._kernel_route((c,), prefix), False
+        hit = self.resolver.resolve(c.nexthops)
+        if hit[3] and _through_itself(hit[3], prefix):
+            return None, True
+        return (self._cached_route(hit[0], c.metric) if hit[0] else None), bool(hit[3])
 
-    def _kernel_route(self, winners: tuple[Candidate, ...]) -> KernelRoute | None:
+    def _lookup(self, prefix: Prefix, depth: int) -> tuple[NextHop, ...] | None:
+        """For recursive resolution: the resolved next hops of the route at exactly `prefix`."""
+        entry = self._routes.get(prefix)
+        if entry is None:
+            return None
+        winners = self.selection(prefix).winners
+        if not winners:
+            return None
+        if winners[0].origin.kind.foreign:
+            return winners[0].nexthops if winners[0].type == RouteType.UNICAST else None
+        route = self._kernel_route(winners, prefix)
+        return route.nexthops if route is not None else None
+
+    def _kernel_route(self, winners: tuple[Candidate, ...], prefix: Prefix) -> KernelRoute | None:
         if not winners or any(w.origin.kind.foreign for w in winners):
             return None
         first = winners[0]
@@ -264,18 +290,23 @@ class Rib:
     def decide(self, prefix: Prefix) -> Decision:
         cands = self.candidates(prefix)
         sel = self.selection(prefix)
-        desired = self._kernel_route(sel.winners)
+        desired = self._kernel_route(sel.winners, prefix)
         states = []
         for c in cands:
             if c.distance >= NEVER_INSTALL:
                 states.append(CandidateState(c, "never-install", f"distance {c.distance}"))
-            elif not self._usable(c):
-                why = self.resolver.resolve(c.nexthops)[1]
+            elif not self._usable(c, prefix):
+                hit = self.resolver.resolve(c.nexthops)
+                why = hit[1] if not hit[0] else f"resolves only through {', '.join(map(str, hit[3]))}, which covers it"
                 states.append(CandidateState(c, "unresolved", why))
             elif c in sel.winners:
                 status = "best" if c is sel.winners[0] else "multipath"
-                hops = self.resolver.resolve(c.nexthops)
-                states.append(CandidateState(c, status, hops[1]))
+                hit = self.resolver.resolve(c.nexthops)
+                detail = hit[1]
+                if hit[3]:
+                    via = ", ".join(map(str, hit[3]))
+                    detail = "; ".join(x for x in (f"resolved through {via}: {', '.join(map(str, hit[0]))}", detail) if x)
+                states.append(CandidateState(c, status, detail))
             else:
                 states.append(CandidateState(c, "lost"))
         note = ""

@@ -173,3 +173,49 @@ def test_prefix_parse_fast_path_matches_ipaddress_and_rejects_bad_input():
             Prefix.parse(bad)
     assert sorted([Prefix.parse("::/0"), Prefix.parse("10.0.0.0/8"), Prefix.parse("9.0.0.0/8")]) == [
         Prefix.parse("9.0.0.0/8"), Prefix.parse("10.0.0.0/8"), Prefix.parse("::/0")]
+
+
+# ---- recursive next-hop resolution (iBGP / multihop next hops) ----
+def recursive_rib():
+    rib = rib_with_links("eth0")
+    rib.apply([connected()])
+    return rib
+
+
+def test_recursive_next_hop_resolves_through_a_covering_route_and_follows_it():
+    rib = recursive_rib()
+    igp = static("igp", "10.0.0.1")
+    rib.apply([up("10.30.0.0/24", igp)])
+    ch = rib.apply([up("10.20.0.0/16", bgp("10.30.0.1", ebgp=False))])
+    assert ch[P("10.20.0.0/16")].nexthops == (NextHop("10.0.0.1", "eth0"),)
+    assert "resolved through 10.30.0.0/24" in rib.decide(P("10.20.0.0/16")).candidates[0].detail
+    # the covering route moves: the recursive route follows
+    ch = rib.apply([up("10.30.0.0/24", static("igp", "10.0.0.2"))])
+    assert ch[P("10.20.0.0/16")].nexthops == (NextHop("10.0.0.2", "eth0"),)
+    # and goes when nothing resolves it any more
+    ch = rib.apply([Update(P("10.30.0.0/24"), igp.origin, None)])
+    assert ch[P("10.20.0.0/16")] is None
+
+
+def test_recursive_resolution_through_a_foreign_kernel_route():
+    rib = recursive_rib()
+    rib.apply([up("10.30.0.0/24", kernel("bird", gw="10.0.0.9"))])
+    ch = rib.apply([up("10.20.0.0/16", bgp("10.30.0.1", ebgp=False))])
+    assert ch[P("10.20.0.0/16")].nexthops == (NextHop("10.0.0.9", "eth0"),)
+
+
+def test_a_route_never_resolves_through_itself_or_the_default_route():
+    rib = recursive_rib()
+    assert rib.apply([up("10.30.0.0/16", bgp("10.30.0.1", ebgp=False))]) == {}
+    rib.apply([up("0.0.0.0/0", static("default", "10.0.0.1"))])
+    assert rib.apply([up("10.20.0.0/16", bgp("10.40.0.1", ebgp=False))]) == {}
+    assert rib.desired(P("10.20.0.0/16")) is None
+    states = rib.decide(P("10.20.0.0/16")).candidates
+    assert states[0].status == "unresolved" and "no route resolves it" in states[0].detail
+
+
+def test_recursive_route_appears_when_its_covering_route_arrives():
+    rib = recursive_rib()
+    assert rib.apply([up("10.20.0.0/16", bgp("10.30.0.1", ebgp=False))]) == {}
+    ch = rib.apply([up("10.30.0.0/24", static("igp", "10.0.0.1"))])
+    assert ch[P("10.20.0.0/16")].nexthops == (NextHop("10.0.0.1", "eth0"),)
