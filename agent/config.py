@@ -36,7 +36,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -453,23 +453,44 @@ class Conflict:
     message: str
 
 
-def find_conflicts(objects: Sequence[Resource]) -> list[Conflict]:
-    """At most one AgentConfig; no two objects of the same kind and name."""
+SINGLETON_KINDS = ("AgentConfig", "BgpSpeaker")
+
+
+def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
+    """Rules between objects: at most one AgentConfig and one BgpSpeaker; no two objects of the
+    same kind and name; no two BgpPeers for one address; a peer's importPolicy must exist."""
     conflicts: list[Conflict] = []
-    agent_at: int | None = None
+    single_at: dict[str, int] = {}
     seen: dict[tuple[str, str], int] = {}
+    peers: dict[str, int] = {}
     for i, obj in enumerate(objects):
-        if isinstance(obj, AgentConfig):
-            if agent_at is not None:
-                conflicts.append(Conflict(i, agent_at, "kind", "at most one AgentConfig is allowed"))
+        if obj.kind in SINGLETON_KINDS:
+            if obj.kind in single_at:
+                conflicts.append(Conflict(i, single_at[obj.kind], "kind", f"at most one {obj.kind} is allowed"))
                 continue
-            agent_at = i
+            single_at[obj.kind] = i
         key = (obj.kind, obj.metadata.name)
         if key in seen:
             conflicts.append(Conflict(i, seen[key], "metadata.name",
                                       f"duplicate {obj.kind}/{obj.metadata.name}"))
         else:
             seen[key] = i
+        if obj.kind == "BgpPeer":
+            addr = obj.spec.peer_address
+            if addr in peers:
+                conflicts.append(Conflict(i, peers[addr], "spec.peerAddress",
+                                          f"another BgpPeer already has peerAddress {addr}"))
+            else:
+                peers[addr] = i
+    policies = {o.metadata.name: i for i, o in enumerate(objects) if o.kind == "RoutePolicy"}
+    from .policy import BUILTIN_POLICIES  # (imported late: the policy models import this module)
+
+    for i, obj in enumerate(objects):
+        name = obj.spec.import_policy if obj.kind == "BgpPeer" else None
+        if name is not None and name not in policies and name not in BUILTIN_POLICIES:
+            known = ", ".join(sorted([*policies, *BUILTIN_POLICIES]))
+            conflicts.append(Conflict(i, i, "spec.importPolicy",
+                                      f"no RoutePolicy named {name!r} (known: {known})"))
     return conflicts
 
 
@@ -480,6 +501,12 @@ class Config(_Model):
     """The AgentConfig spec (all defaults when there is no AgentConfig)."""
     static: tuple[StaticRoutes, ...] = ()
     """StaticRoutes objects, in the order read."""
+    peers: tuple[Any, ...] = ()
+    """BgpPeer objects (agent.speaker.models), in the order read."""
+    policies: tuple[Any, ...] = ()
+    """RoutePolicy objects (agent.policy_models)."""
+    speaker: Any = None
+    """The BgpSpeaker object, or None (defaults)."""
 
     @model_validator(mode="after")
     def _unique_static_names(self) -> "Config":
@@ -497,9 +524,13 @@ class Config(_Model):
                 f"{objects[c.index].kind}/{objects[c.index].metadata.name}: {c.message}" for c in conflicts
             ))
         agents = [o for o in objects if isinstance(o, AgentConfig)]
+        speakers = [o for o in objects if o.kind == "BgpSpeaker"]
         return cls(
             agent=agents[0].spec if agents else AgentConfigSpec(),
             static=tuple(o for o in objects if isinstance(o, StaticRoutes)),
+            peers=tuple(o for o in objects if o.kind == "BgpPeer"),
+            policies=tuple(o for o in objects if o.kind == "RoutePolicy"),
+            speaker=speakers[0] if speakers else None,
         )
 
 

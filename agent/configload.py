@@ -41,7 +41,8 @@ from typing import Any, TextIO
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .config import API_VERSION, KINDS, Config, Resource, find_conflicts
+from .config import API_VERSION, Config, Resource, find_conflicts
+from .kinds import KINDS
 
 YAML_SUFFIXES = (".yaml", ".yml")
 _KNOWN_KINDS = ", ".join(KINDS)
@@ -236,8 +237,8 @@ class _Loader:
         for c in find_conflicts(objects):
             doc, first = self.objects[c.index][1], self.objects[c.first][1]
             loc = tuple(c.field.split("."))
-            self.problems.append(doc.problem(
-                c.field, f"{c.message}; the first is {first.label} at {first.file}:{first.line}", loc))
+            where = "" if c.first == c.index else f"; the first is {first.label} at {first.file}:{first.line}"
+            self.problems.append(doc.problem(c.field, c.message + where, loc))
         if self.problems:
             raise ConfigError(self.problems)
         return Config.from_objects(objects)

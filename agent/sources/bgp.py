@@ -1,0 +1,176 @@
+"""BGP source: speaker events -> import stage -> RIB updates, with session and graceful-restart state.
+
+DOC: pure logic owned by the agent's core task. `handle(event, now)` takes one speaker event and
+returns a `BgpOutput`: RIB updates, commands for the speaker (max-prefix teardown), peers whose
+initial sync finished (for the restart gate), and timers to arm.
+
+Sessions and graceful restart (RFC 4724, helper side):
+* A session going down without graceful restart withdraws every route the peer had, at once
+  (ExaBGP sends no withdraws itself).
+* If the peer's OPEN carried the graceful-restart capability (and GR is on for it), its routes stay
+  in the RIB, and so in the kernel, marked stale, for the restart time the peer asked for. If the
+  session comes back, each re-announced prefix leaves the stale set; the peer's End-of-RIB (for all
+  its families) sweeps the prefixes it did not re-announce. If the timer fires first, all stale
+  routes are withdrawn.
+* When ExaBGP itself dies (`SpeakerRestarted`) every peer's routes go stale the same way, for the
+  configured stale time, whatever was negotiated: the peers did not go anywhere.
+End-of-RIB from a peer also reports the peer as synced (`BgpOutput.synced`), which the agent's
+restart gate waits for.
+
+The import stage (guard, policy, max-prefix, candidates) is `agent/import/stage.py`; this module
+only routes events to it and keeps the per-peer session state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..model import Prefix, Update
+from ..speaker.events import (
+    EndOfRib,
+    Family,
+    Open,
+    PeerState,
+    PeerStatus,
+    RouteUpdate,
+    SpeakerRestarted,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BgpPeerSettings:
+    address: str
+    families: tuple[Family, ...] = (Family.IPV4_UNICAST,)
+    graceful_restart: bool = True  # helper mode: keep the peer's routes over its restart
+
+
+@dataclass(slots=True)
+class BgpOutput:
+    updates: list[Update] = field(default_factory=list)
+    commands: list[tuple[str, str]] = field(default_factory=list)  # (peer, "teardown") ...
+    synced: list[str] = field(default_factory=list)
+    timers: list[tuple[float, str]] = field(default_factory=list)  # (seconds, peer): stale timer
+    logs: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PeerSession:
+    settings: BgpPeerSettings
+    state: PeerStatus = PeerStatus.DOWN
+    since: float = 0.0
+    gr_time: int | None = None  # from the peer's OPEN; None: no graceful restart
+    eor: set[Family] = field(default_factory=set)
+    stale: set[Prefix] = field(default_factory=set)
+    stale_until: float | None = None
+    synced: bool = False
+    last_reason: str = ""
+
+
+class BgpSource:
+    def __init__(self, stage, peers: Iterable[BgpPeerSettings], speaker_stale_seconds: float = 120) -> None:
+        self.stage = stage
+        self.speaker_stale_seconds = speaker_stale_seconds
+        self.sessions: dict[str, PeerSession] = {p.address: PeerSession(p) for p in peers}
+
+    def handle(self, ev, now: float) -> BgpOutput:
+        out = BgpOutput()
+        if isinstance(ev, RouteUpdate):
+            self._update(ev, out)
+        elif isinstance(ev, EndOfRib):
+            self._eor(ev, out)
+        elif isinstance(ev, PeerState):
+            self._state(ev, now, out)
+        elif isinstance(ev, Open):
+            s = self.sessions.get(ev.peer)
+            if s is not None:
+                gr = ev.graceful_restart
+                s.gr_time = gr.time if gr is not None and s.settings.graceful_restart else None
+        elif isinstance(ev, SpeakerRestarted):
+            for s in self.sessions.values():
+                self._go_stale(s, self.speaker_stale_seconds, now, out)
+                s.state, s.since = PeerStatus.DOWN, now
+        return out
+
+    # ---- events ----
+    def _update(self, ev: RouteUpdate, out: BgpOutput) -> None:
+        s = self.sessions.get(ev.peer)
+        if s is None:
+            return
+        stage = self.stage
+        for prefix in ev.withdrawn:
+            u = stage.withdraw(ev.peer, prefix)
+            if u is None and s.stale and prefix in s.stale:
+                u = Update(prefix, stage.origin(ev.peer), None)  # stale: the stage forgot it
+            s.stale.discard(prefix)
+            if u is not None:
+                out.updates.append(u)
+        for prefix, next_hop, attrs, _link_local in ev.announced:
+            was_stale = False
+            if s.stale and prefix in s.stale:
+                s.stale.discard(prefix)
+                was_stale = True
+            res = stage.receive(ev.peer, prefix, next_hop, attrs)
+            if res.update is not None:
+                out.updates.append(res.update)
+            elif was_stale:  # re-announced but now rejected: the stale route must go
+                out.updates.append(Update(prefix, stage.origin(ev.peer), None))
+            decision = res.maxprefix.value if hasattr(res.maxprefix, "value") else str(res.maxprefix)
+            if decision == "teardown":
+                out.commands.append((ev.peer, "teardown"))
+                out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
+            elif decision == "warn":
+                out.logs.append(f"peer {ev.peer}: max-prefix limit exceeded")
+
+    def _eor(self, ev: EndOfRib, out: BgpOutput) -> None:
+        s = self.sessions.get(ev.peer)
+        if s is None:
+            return
+        s.eor.add(ev.family)
+        if set(s.settings.families) <= s.eor:
+            self._sweep(s, out)
+            if not s.synced:
+                s.synced = True
+                out.synced.append(ev.peer)
+
+    def _state(self, ev: PeerState, now: float, out: BgpOutput) -> None:
+        s = self.sessions.get(ev.peer)
+        if s is None:
+            return
+        old = s.state
+        s.state, s.since, s.last_reason = ev.state, now, ev.reason
+        if ev.state == PeerStatus.UP:
+            s.eor.clear()
+        elif ev.state == PeerStatus.DOWN and old != PeerStatus.DOWN:
+            if s.gr_time:
+                self._go_stale(s, s.gr_time, now, out)
+            else:
+                out.updates += self._withdraw_all(s)
+                self.stage.peer_down(ev.peer, now)
+
+    # ---- stale handling ----
+    def _go_stale(self, s: PeerSession, seconds: float, now: float, out: BgpOutput) -> None:
+        s.stale |= set(self.stage.accepted_prefixes(s.settings.address))
+        self.stage.peer_down(s.settings.address, now)
+        if s.stale:
+            s.stale_until = now + seconds
+            out.timers.append((seconds, s.settings.address))
+
+    def stale_timer(self, peer: str, now: float) -> BgpOutput:
+        """The stale timer of `peer` fired: withdraw what was not re-learned."""
+        out = BgpOutput()
+        s = self.sessions.get(peer)
+        if s is not None and s.stale_until is not None and now >= s.stale_until - 0.001:
+            out.logs.append(f"peer {peer}: stale timer expired: {len(s.stale)} stale routes withdrawn")
+            self._sweep(s, out)
+        return out
+
+    def _sweep(self, s: PeerSession, out: BgpOutput) -> None:
+        origin = self.stage.origin(s.settings.address)
+        out.updates += [Update(p, origin, None) for p in s.stale]
+        s.stale.clear()
+        s.stale_until = None
+
+    def _withdraw_all(self, s: PeerSession) -> list[Update]:
+        origin = self.stage.origin(s.settings.address)
+        return [Update(p, origin, None) for p in self.stage.accepted_prefixes(s.settings.address)]

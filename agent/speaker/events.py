@@ -1,0 +1,192 @@
+"""Typed messages between the speaker adapter and the agent: events out, nothing else.
+
+DOC: everything the speaker reports is a frozen, slotted value (hashable, readable repr). The
+codec (`agent.speaker.codec`) builds them from ExaBGP's JSON lines; the supervisor
+(`agent.speaker.process`) adds its own (`SpeakerRestarted`, and `PeerState` down for the peers of
+an ExaBGP that died, since a dead ExaBGP reports nothing).
+
+A peer is named by its address as written in the `BgpPeer` (canonical text). Families are the two
+the agent handles, `Family.IPV4_UNICAST` / `Family.IPV6_UNICAST`; their values are the spellings
+of the configuration (``ipv4-unicast``), `Family.afi_safi` gives ExaBGP's (``ipv4 unicast``).
+
+`RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples. All the
+prefixes of one UPDATE share one `PathAttrs` object (and the decoder re-uses equal attribute sets
+across UPDATEs), so a large table costs one small object per distinct attribute set.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..model import BgpOrigin, Prefix
+
+
+class Family(str, enum.Enum):
+    IPV4_UNICAST = "ipv4-unicast"
+    IPV6_UNICAST = "ipv6-unicast"
+
+    @property
+    def afi_safi(self) -> str:
+        """ExaBGP's spelling: ``ipv4 unicast``."""
+        return self.value.replace("-", " ")
+
+    @property
+    def ip_version(self) -> int:
+        return 6 if self is Family.IPV6_UNICAST else 4
+
+    @classmethod
+    def from_afi_safi(cls, afi: str, safi: str) -> "Family | None":
+        """``("ipv4", "unicast")`` -> IPV4_UNICAST; None for families the agent does not handle."""
+        return _BY_AFI_SAFI.get((afi, safi))
+
+
+_BY_AFI_SAFI = {("ipv4", "unicast"): Family.IPV4_UNICAST, ("ipv6", "unicast"): Family.IPV6_UNICAST}
+
+
+@dataclass(frozen=True, slots=True)
+class PathAttrs:
+    """The path attributes of one UPDATE, as received. None: the attribute was absent."""
+
+    origin: BgpOrigin = BgpOrigin.IGP
+    as_path: tuple[int, ...] = ()  # AS_SEQUENCE members in order; AS_SET members appended
+    as_set: bool = False  # the path contained an AS_SET (its members are in as_path, unordered)
+    med: int | None = None
+    local_pref: int | None = None
+    communities: tuple[str, ...] = ()  # "65000:100", in received order
+    large_communities: tuple[str, ...] = ()  # "65000:1:2"
+    extended_communities: tuple[str, ...] = ()  # ExaBGP's text, e.g. "target:65000:1"
+    atomic_aggregate: bool = False
+    originator_id: str | None = None
+    cluster_list: tuple[str, ...] = ()
+
+
+class Announced(NamedTuple):
+    """One announced prefix. `next_hop` is the address to forward to: for IPv6 the global next
+    hop when the UPDATE carried one, else the link-local; `link_local` is the link-local next hop
+    when the UPDATE carried both (a fallback for when the global one is not directly connected)."""
+
+    prefix: Prefix
+    next_hop: str
+    attrs: PathAttrs
+    link_local: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RouteUpdate:
+    """One received UPDATE (for one family): prefixes announced and withdrawn."""
+
+    peer: str
+    family: Family
+    announced: tuple[Announced, ...] = ()
+    withdrawn: tuple[Prefix, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfRib:
+    """The peer has sent its whole table for `family` (RFC 4724 End-of-RIB marker)."""
+
+    peer: str
+    family: Family
+
+
+class PeerStatus(str, enum.Enum):
+    CONNECTED = "connected"  # TCP session established, OPEN exchange under way
+    UP = "up"  # BGP session established
+    DOWN = "down"  # session gone; ExaBGP sends no withdraws: the routes are the agent's to drop
+
+
+@dataclass(frozen=True, slots=True)
+class PeerState:
+    peer: str
+    state: PeerStatus
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A NOTIFICATION message received from (direction "receive") or sent to the peer."""
+
+    peer: str
+    code: int
+    subcode: int
+    data: bytes = b""
+    direction: str = "receive"
+
+    @property
+    def message(self) -> str:
+        """The data as text. For a shutdown communication (RFC 8203, Cease 6/2 and 6/4) ExaBGP
+        5 has already decoded it to ``Shutdown Communication: "TEXT"``."""
+        return self.data.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class GracefulRestart:
+    """The peer's graceful-restart capability (RFC 4724)."""
+
+    time: int  # seconds the peer asks us to keep its routes while it restarts
+    restarting: bool = False  # R bit: the peer has just restarted
+    families: tuple[Family, ...] = ()  # families listed in the capability
+    forwarding: tuple[Family, ...] = ()  # of those, the ones whose forwarding state was kept (F bit)
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """An OPEN message received from the peer (its capabilities)."""
+
+    peer: str
+    asn: int
+    hold_time: int
+    router_id: str
+    families: tuple[Family, ...] = ()  # multiprotocol capabilities we handle
+    graceful_restart: GracefulRestart | None = None
+    route_refresh: bool = False
+    four_byte_asn: bool = False
+    capabilities: tuple[int, ...] = field(default=())  # every capability code, sorted
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRefresh:
+    """The peer asked us to re-send our routes of `family` (ExaBGP answers from its adj-RIB-out)."""
+
+    peer: str
+    family: Family | None
+    subtype: str = "refresh"  # "refresh", "begin" or "end" (enhanced route refresh)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """ExaBGP's answer to one command: ``done`` (ok) or ``error``. Acks may arrive out of order
+    and ``done`` also answers commands that changed nothing."""
+
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakerShutdown:
+    """ExaBGP said it is shutting down (its last message to the API helper)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakerRestarted:
+    """A new ExaBGP is running after the previous one died: every route learned through the
+    speaker before is stale until its peer re-sends it, and every advertisement must be sent
+    again (the new ExaBGP starts empty). `restarts` counts the restarts since the supervisor
+    started."""
+
+    restarts: int
+    reason: str = ""
+
+
+Event = (
+    RouteUpdate
+    | EndOfRib
+    | PeerState
+    | Notification
+    | Open
+    | RouteRefresh
+    | Ack
+    | SpeakerShutdown
+    | SpeakerRestarted
+)

@@ -1,0 +1,289 @@
+"""Configuration of BGP sessions: `BgpPeer` objects and the one `BgpSpeaker` (ExaBGP settings).
+
+DOC: the same Kubernetes-shaped resources as `agent.config` (``apiVersion
+routeagent.io/v1alpha1``, camelCase fields, ``extra="forbid"``, frozen, strict scalars, every
+error at its exact field). `KINDS` lists the kinds defined here, for the loader to merge with
+`agent.config.KINDS`.
+
+* `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
+  time, families, MD5 password file, graceful restart, eBGP multihop TTL, import policy name,
+  administrative distance override, max-prefix per family. The MD5 secret is never stored in the
+  model: `BgpPeerSpec.read_md5_password()` reads the file when the ExaBGP configuration is
+  written, and nothing here logs it or puts it in a repr.
+* `BgpSpeaker` (at most one): where ExaBGP listens for passive sessions (address list and port,
+  so it can run beside a BIRD on the same host: give one of them another address or port), and
+  which interpreter runs ExaBGP (``auto``: PyPy when it can import exabgp, else the agent's own
+  Python; see `agent.speaker.process.resolve_interpreter`).
+
+Defaults worth knowing: ``holdTime`` 90 s, ``gracefulRestartSeconds`` 120 (0 turns the
+capability off), ``families`` the family of ``peerAddress``, ``port`` 179, active (we connect).
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic_core import InitErrorDetails
+
+from ..config import (
+    API_VERSION,
+    Distance,
+    IPAddress,
+    Metadata,
+    _at,
+    _check_dns_subdomain,
+    _error,
+    _Model,
+    _raise,
+)
+from .events import Family
+
+ASN = Annotated[StrictInt, Field(ge=1, le=2**32 - 1)]
+
+AS_TRANS = 23456  # RFC 6793: never a real AS
+
+
+class MaxPrefixAction(str, enum.Enum):
+    WARN = "warn"  # log and count, keep accepting
+    DISCARD_EXTRA = "discardExtra"  # keep the session, ignore prefixes beyond the limit
+    # close the session with Cease 6/1 (maximum number of prefixes reached). ExaBGP 5 sends the
+    # NOTIFICATION only when graceful restart was not negotiated; with it, it closes silently
+    TEARDOWN = "teardown"
+
+
+class MaxPrefixSpec(_Model):
+    """A limit on the prefixes accepted from the peer in one family, and what exceeding it does."""
+
+    family: Family
+    """Address family the limit applies to (``ipv4-unicast`` or ``ipv6-unicast``)."""
+    limit: StrictInt = Field(ge=1, le=2**32 - 1)
+    """Largest number of prefixes received in this family."""
+    action: MaxPrefixAction = MaxPrefixAction.WARN
+    """``warn``, ``discardExtra`` or ``teardown`` (Cease 6/1)."""
+    restart_seconds: StrictInt | None = Field(None, ge=1, le=86400)
+    """With ``teardown``: bring the session back after this delay; unset: it stays down until the configuration changes."""
+
+    @model_validator(mode="after")
+    def _restart_needs_teardown(self) -> "MaxPrefixSpec":
+        if self.restart_seconds is not None and self.action is not MaxPrefixAction.TEARDOWN:
+            _raise(type(self).__name__, [_at(
+                ("restartSeconds",), self.restart_seconds, "restart_without_teardown",
+                f"restartSeconds only applies to action teardown (action is {self.action.value})",
+            )])
+        return self
+
+
+def _check_router_id(value: str) -> str:
+    try:
+        addr = ipaddress.IPv4Address(value)
+    except ValueError:
+        raise _error("router_id", f"invalid router id {value!r}: a router id is an IPv4 address "
+                                  "(dotted quad), also on IPv6-only sessions") from None
+    if int(addr) == 0:
+        raise _error("router_id", "router id 0.0.0.0 is not allowed")
+    return str(addr)
+
+
+def _check_secret_path(value: str) -> str:
+    if not value.startswith("/") or "\0" in value:
+        raise _error("absolute_path", f"expected an absolute file path, got {value!r}")
+    return str(Path(value))
+
+
+# built-in import policies (agent.policy.BUILTIN_POLICIES), whose names are not DNS subdomains
+BUILTIN_POLICY_NAMES = frozenset({"acceptAll"})
+
+
+def _check_policy_name(value: str) -> str:
+    return value if value in BUILTIN_POLICY_NAMES else _check_dns_subdomain(value)
+
+
+RouterId = Annotated[StrictStr, AfterValidator(_check_router_id)]
+PolicyName = Annotated[StrictStr, AfterValidator(_check_policy_name)]
+SecretPath = Annotated[StrictStr, Field(max_length=4096), AfterValidator(_check_secret_path)]
+
+
+class BgpPeerSpec(_Model):
+    """One BGP neighbour of this node."""
+
+    peer_address: IPAddress
+    """The neighbour's address (IPv4 or IPv6, no zone index)."""
+    peer_as: ASN = Field(alias="peerAS")
+    """The neighbour's AS number."""
+    local_as: ASN = Field(alias="localAS")
+    """Our AS number on this session (equal to peerAS: iBGP)."""
+    router_id: RouterId
+    """Our BGP identifier on this session (an IPv4 address, also on IPv6 sessions)."""
+    local_address: IPAddress | None = None
+    """Our source address for the session; unset: chosen by the kernel. Same family as peerAddress."""
+    port: StrictInt = Field(179, ge=1, le=65535)
+    """The neighbour's TCP port (where we connect to)."""
+    passive: StrictBool = False
+    """Only accept the session (the neighbour connects to the speaker's listen address and port)."""
+    hold_time: StrictInt = Field(90, ge=0, le=65535)
+    """Hold time proposed in our OPEN, in seconds: 0 (no keepalives) or at least 3."""
+    families: tuple[Family, ...] = Field(default=(), max_length=2)
+    """Address families of the session; default: the family of peerAddress."""
+    md5_password_file: SecretPath | None = None
+    """File holding the TCP MD5 (RFC 2385) password (trailing newline ignored, at most 80 bytes)."""
+    graceful_restart_seconds: StrictInt = Field(120, ge=0, le=4095)
+    """Graceful restart (RFC 4724) time we announce; 0: no graceful restart capability."""
+    ebgp_multihop: StrictInt | None = Field(None, ge=1, le=255)
+    """eBGP only: the TTL of our packets, for a neighbour that is not directly connected."""
+    import_policy: PolicyName | None = None
+    """Name of a RoutePolicy or ``acceptAll``; unset: eBGP routes are refused (RFC 8212)."""
+    admin_distance: Distance | None = None
+    """Administrative distance of this peer's routes; unset: AgentConfig adminDistance.ebgp/ibgp."""
+    max_prefix: tuple[MaxPrefixSpec, ...] = Field((), max_length=2)
+    """Limits on received prefixes, at most one per family."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_families(cls, data: Any) -> Any:
+        """No ``families``: the family of peerAddress (an explicit empty list stays an error)."""
+        if isinstance(data, dict) and "families" not in data:
+            addr = data.get("peerAddress", data.get("peer_address"))
+            try:
+                version = ipaddress.ip_address(addr).version if isinstance(addr, str) else None
+            except ValueError:
+                version = None  # reported by the peerAddress check
+            if version:
+                return {**data, "families": [f"ipv{version}-unicast"]}
+        return data
+
+    @model_validator(mode="after")
+    def _rules(self) -> "BgpPeerSpec":
+        errors: list[InitErrorDetails] = []
+        if not self.families:
+            errors.append(_at(("families",), [], "no_families",
+                              "at least one family is needed (ipv4-unicast, ipv6-unicast)"))
+        elif len(set(self.families)) != len(self.families):
+            errors.append(_at(("families",), [f.value for f in self.families], "duplicate_family",
+                              "each family at most once"))
+        if AS_TRANS in (self.peer_as, self.local_as):
+            which = "peerAS" if self.peer_as == AS_TRANS else "localAS"
+            errors.append(_at((which,), AS_TRANS, "as_trans",
+                              "AS 23456 is AS_TRANS (RFC 6793), not a usable AS number"))
+        peer = ipaddress.ip_address(self.peer_address)
+        if peer.is_unspecified or peer.is_multicast:
+            errors.append(_at(("peerAddress",), self.peer_address, "peer_address",
+                              f"{self.peer_address} cannot be a BGP neighbour address"))
+        if peer.version == 6 and peer.is_link_local:
+            errors.append(_at(("peerAddress",), self.peer_address, "link_local_peer",
+                              "link-local neighbour addresses are not supported (they need an interface)"))
+        if self.local_address is not None:
+            local = ipaddress.ip_address(self.local_address)
+            if local.version != peer.version:
+                errors.append(_at(("localAddress",), self.local_address, "address_family",
+                                  f"IPv{local.version} localAddress for IPv{peer.version} peerAddress: "
+                                  "the session runs over one family (MP-BGP carries the other)"))
+            elif local == peer:
+                errors.append(_at(("localAddress",), self.local_address, "same_address",
+                                  "localAddress equals peerAddress"))
+        if self.hold_time in (1, 2):
+            errors.append(_at(("holdTime",), self.hold_time, "hold_time",
+                              "hold time must be 0 or at least 3 seconds (RFC 4271)"))
+        if self.ebgp_multihop is not None and self.peer_as == self.local_as:
+            errors.append(_at(("ebgpMultihop",), self.ebgp_multihop, "multihop_ibgp",
+                              "ebgpMultihop applies to eBGP only (peerAS equals localAS)"))
+        seen: dict[Family, int] = {}
+        for i, mp in enumerate(self.max_prefix):
+            if mp.family in seen:
+                errors.append(_at(("maxPrefix", i, "family"), mp.family.value, "duplicate_family",
+                                  f"duplicate family {mp.family.value} (already in maxPrefix[{seen[mp.family]}])"))
+            else:
+                seen[mp.family] = i
+            if self.families and mp.family not in self.families:
+                errors.append(_at(("maxPrefix", i, "family"), mp.family.value, "family_not_configured",
+                                  f"{mp.family.value} is not one of the session's families"))
+        _raise(type(self).__name__, errors)
+        return self
+
+    @property
+    def ebgp(self) -> bool:
+        return self.peer_as != self.local_as
+
+    def read_md5_password(self) -> str | None:
+        """The MD5 secret from `md5_password_file` (one trailing newline stripped), or None.
+
+        Raises `SecretError` (naming the file, never the content) when the file is unreadable,
+        empty, longer than 80 bytes or not printable ASCII.
+        """
+        if self.md5_password_file is None:
+            return None
+        path = self.md5_password_file
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise SecretError(f"md5PasswordFile {path}: {exc.strerror or exc}") from None
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+        if not raw:
+            raise SecretError(f"md5PasswordFile {path}: the file is empty")
+        if len(raw) > 80:
+            raise SecretError(f"md5PasswordFile {path}: longer than 80 bytes (the TCP MD5 key limit)")
+        if not all(0x20 < b < 0x7F for b in raw):
+            raise SecretError(f"md5PasswordFile {path}: the password must be printable ASCII without spaces")
+        return raw.decode("ascii")
+
+
+class SecretError(ValueError):
+    """A secret file could not be used; the message names the file, never its content."""
+
+
+class BgpPeer(_Model):
+    """A BGP neighbour; its routes have the origin ``ebgp/<name>`` or ``ibgp/<name>``."""
+
+    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
+    kind: Literal["BgpPeer"] = "BgpPeer"
+    metadata: Metadata
+    spec: BgpPeerSpec
+
+
+class BgpSpeakerSpec(_Model):
+    """How the agent runs its BGP speaker (ExaBGP)."""
+
+    listen_addresses: tuple[IPAddress, ...] = Field(("0.0.0.0", "::"), max_length=16)
+    """Addresses ExaBGP listens on for passive sessions; empty: no listening socket (active sessions only)."""
+    listen_port: StrictInt = Field(179, ge=1, le=65535)
+    """TCP port ExaBGP listens on. Beside a BIRD on the same host, use another address or port."""
+    interpreter: StrictStr = "auto"
+    """Interpreter for ExaBGP: ``auto`` (pypy3 when it can import exabgp, else the agent's Python) or an absolute path."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> "BgpSpeakerSpec":
+        errors: list[InitErrorDetails] = []
+        if self.interpreter != "auto" and (not self.interpreter.startswith("/") or any(
+                c.isspace() or c in ";'\"" for c in self.interpreter)):
+            errors.append(_at(("interpreter",), self.interpreter, "interpreter",
+                              "expected 'auto' or an absolute path without spaces or quotes"))
+        seen: dict[str, int] = {}
+        for i, addr in enumerate(self.listen_addresses):
+            if addr in seen:
+                errors.append(_at(("listenAddresses", i), addr, "duplicate_address",
+                                  f"duplicate address {addr} (already in listenAddresses[{seen[addr]}])"))
+            else:
+                seen[addr] = i
+        _raise(type(self).__name__, errors)
+        return self
+
+
+class BgpSpeaker(_Model):
+    """Speaker settings; at most one per configuration (none: all defaults)."""
+
+    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
+    kind: Literal["BgpSpeaker"] = "BgpSpeaker"
+    metadata: Metadata
+    spec: BgpSpeakerSpec = Field(default_factory=BgpSpeakerSpec)
+
+
+KINDS: dict[str, type[BgpPeer] | type[BgpSpeaker]] = {
+    "BgpPeer": BgpPeer,
+    "BgpSpeaker": BgpSpeaker,
+}

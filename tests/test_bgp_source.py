@@ -1,0 +1,133 @@
+"""BGP source: session loss with and without graceful restart, End-of-RIB sweep, speaker restart."""
+
+from types import SimpleNamespace
+
+from agent.model import Candidate, NextHop, Origin, SourceKind, Update, nexthops
+from agent.sources.bgp import BgpPeerSettings, BgpSource
+from agent.speaker.events import (
+    Announced, EndOfRib, Family, GracefulRestart, Open, PathAttrs, PeerState, PeerStatus,
+    RouteUpdate, SpeakerRestarted,
+)
+from tests.factories import P
+
+PEER = "192.0.2.1"
+ATTRS = PathAttrs()
+
+
+class FakeStage:
+    """Accepts every route except those in `reject`; keeps what it accepted per peer."""
+
+    def __init__(self):
+        self.accepted = {}
+        self.reject = set()
+
+    def origin(self, peer):
+        return Origin(SourceKind.EBGP, peer)
+
+    def receive(self, peer, prefix, nexthop, attrs):
+        mine = self.accepted.setdefault(peer, set())
+        if prefix in self.reject:
+            was = prefix in mine
+            mine.discard(prefix)
+            return SimpleNamespace(update=Update(prefix, self.origin(peer), None) if was else None,
+                                   maxprefix=SimpleNamespace(value="ok"))
+        mine.add(prefix)
+        cand = Candidate(self.origin(peer), 20, nexthops(NextHop(nexthop)))
+        return SimpleNamespace(update=Update(prefix, self.origin(peer), cand), maxprefix=SimpleNamespace(value="ok"))
+
+    def withdraw(self, peer, prefix):
+        if prefix in self.accepted.get(peer, set()):
+            self.accepted[peer].discard(prefix)
+            return Update(prefix, self.origin(peer), None)
+        return None
+
+    def peer_down(self, peer, now):
+        self.accepted[peer] = set()
+
+    def accepted_prefixes(self, peer):
+        return sorted(self.accepted.get(peer, ()))
+
+
+def announce(*prefixes, peer=PEER):
+    return RouteUpdate(peer, Family.IPV4_UNICAST, tuple(Announced(P(p), "10.0.0.1", ATTRS) for p in prefixes))
+
+
+def withdrawn(out):
+    return sorted(str(u.prefix) for u in out.updates if u.candidate is None)
+
+
+def source(gr=True):
+    return BgpSource(FakeStage(), [BgpPeerSettings(PEER, (Family.IPV4_UNICAST,), gr)], speaker_stale_seconds=30)
+
+
+def test_session_down_without_graceful_restart_withdraws_everything_at_once():
+    src = source()
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    assert len(src.handle(announce("10.1.0.0/16", "10.2.0.0/16"), 1).updates) == 2
+    out = src.handle(PeerState(PEER, PeerStatus.DOWN, "hold timer"), 2)
+    assert withdrawn(out) == ["10.1.0.0/16", "10.2.0.0/16"] and out.timers == []
+
+
+def test_graceful_restart_keeps_routes_then_eor_sweeps_what_was_not_reannounced():
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16", "10.2.0.0/16"), 1)
+    down = src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
+    assert down.updates == [] and down.timers == [(120, PEER)]
+    src.handle(PeerState(PEER, PeerStatus.UP), 10)
+    src.handle(announce("10.1.0.0/16"), 11)
+    out = src.handle(EndOfRib(PEER, Family.IPV4_UNICAST), 12)
+    assert withdrawn(out) == ["10.2.0.0/16"] and out.synced == [PEER]
+    assert src.stale_timer(PEER, 122).updates == []  # nothing left stale
+
+
+def test_graceful_restart_timer_withdraws_stale_routes_when_the_peer_stays_away():
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
+    assert src.stale_timer(PEER, 30).updates == []  # not yet
+    assert withdrawn(src.stale_timer(PEER, 62)) == ["10.1.0.0/16"]
+
+
+def test_gr_disabled_locally_ignores_the_peers_capability():
+    src = source(gr=False)
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    assert withdrawn(src.handle(PeerState(PEER, PeerStatus.DOWN), 2)) == ["10.1.0.0/16"]
+
+
+def test_speaker_restart_makes_routes_stale_and_reannounce_rejected_removes_them():
+    src = source(gr=False)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"), 1)
+    out = src.handle(SpeakerRestarted(1, "killed"), 2)
+    assert out.updates == [] and out.timers == [(30, PEER)]
+    src.stage.reject.add(P("10.2.0.0/16"))
+    src.handle(PeerState(PEER, PeerStatus.UP), 3)
+    out = src.handle(announce("10.1.0.0/16", "10.2.0.0/16"), 4)
+    assert withdrawn(out) == ["10.2.0.0/16"]  # stale, re-announced, now rejected: removed
+    assert withdrawn(src.handle(EndOfRib(PEER, Family.IPV4_UNICAST), 5)) == ["10.3.0.0/16"]
+
+
+def test_eor_needs_every_family_of_the_peer():
+    src = BgpSource(FakeStage(), [BgpPeerSettings(PEER, (Family.IPV4_UNICAST, Family.IPV6_UNICAST))])
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    assert src.handle(EndOfRib(PEER, Family.IPV4_UNICAST), 1).synced == []
+    assert src.handle(EndOfRib(PEER, Family.IPV6_UNICAST), 1).synced == [PEER]
+
+
+def test_withdraw_of_a_stale_prefix_removes_it():
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
+    src.handle(PeerState(PEER, PeerStatus.UP), 3)
+    out = src.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, withdrawn=(P("10.1.0.0/16"),)), 4)
+    assert src.sessions[PEER].stale == set()
+    # the stage had forgotten it (peer down): the source itself must withdraw the stale route
+    assert withdrawn(out) == ["10.1.0.0/16"]

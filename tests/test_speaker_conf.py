@@ -1,0 +1,256 @@
+"""BgpPeer / BgpSpeaker models and the generated ExaBGP configuration (checked by ExaBGP itself)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from agent.speaker.events import Family
+from agent.speaker.exabgp_conf import read_secrets, render
+from agent.speaker.models import (
+    KINDS,
+    BgpPeer,
+    BgpSpeaker,
+    BgpSpeakerSpec,
+    MaxPrefixAction,
+    SecretError,
+)
+from agent.speaker.process import RELAY
+
+API = "routeagent.io/v1alpha1"
+
+
+def peer_doc(name="tor1", **spec):
+    base = {"peerAddress": "10.0.0.1", "peerAS": 65000, "localAS": 65001, "routerId": "10.0.0.2"}
+    return {"apiVersion": API, "kind": "BgpPeer", "metadata": {"name": name}, "spec": {**base, **spec}}
+
+
+def make_peer(name="tor1", **spec) -> BgpPeer:
+    return BgpPeer.model_validate(peer_doc(name, **spec), by_alias=True, by_name=False)
+
+
+def errors(doc, cls=BgpPeer) -> dict[str, str]:
+    with pytest.raises(ValidationError) as info:
+        cls.model_validate(doc, by_alias=True, by_name=False)
+    return {".".join(str(p) for p in e["loc"]): e["msg"] for e in info.value.errors()}
+
+
+# ---- models -----------------------------------------------------------------------------------
+
+
+def test_kinds_and_defaults():
+    assert set(KINDS) == {"BgpPeer", "BgpSpeaker"}
+    p = make_peer()
+    s = p.spec
+    assert (s.port, s.passive, s.hold_time, s.graceful_restart_seconds) == (179, False, 90, 120)
+    assert s.families == (Family.IPV4_UNICAST,) and s.ebgp and s.max_prefix == ()
+    assert make_peer(peerAddress="fd00::1").spec.families == (Family.IPV6_UNICAST,)
+    assert p.model_dump(mode="json")["spec"]["peerAS"] == 65000  # camelCase out, as in YAML
+    sp = BgpSpeaker.model_validate({"apiVersion": API, "kind": "BgpSpeaker", "metadata": {"name": "s"}})
+    assert sp.spec == BgpSpeakerSpec() and sp.spec.listen_addresses == ("0.0.0.0", "::")
+    assert (sp.spec.listen_port, sp.spec.interpreter) == (179, "auto")
+
+
+def test_full_peer():
+    p = make_peer(localAddress="10.0.0.2", port=1179, passive=True, holdTime=30,
+                  families=["ipv4-unicast", "ipv6-unicast"], md5PasswordFile="/etc/ra/md5",
+                  gracefulRestartSeconds=0, ebgpMultihop=2, importPolicy="from-tor",
+                  adminDistance=15,
+                  maxPrefix=[{"family": "ipv4-unicast", "limit": 1000, "action": "teardown",
+                              "restartSeconds": 60},
+                             {"family": "ipv6-unicast", "limit": 10, "action": "discardExtra"}])
+    assert p.spec.max_prefix[0].action is MaxPrefixAction.TEARDOWN
+    assert p.spec.max_prefix[1].restart_seconds is None
+    assert p.spec.import_policy == "from-tor" and p.spec.admin_distance == 15
+    assert make_peer(importPolicy="acceptAll").spec.import_policy == "acceptAll"  # built-in
+
+
+@pytest.mark.parametrize("spec,field,fragment", [
+    ({"peerAddress": "10.0.0.300"}, "spec.peerAddress", "invalid address"),
+    ({"peerAddress": "fe80::1"}, "spec.peerAddress", "link-local"),
+    ({"peerAddress": "0.0.0.0"}, "spec.peerAddress", "cannot be a BGP neighbour"),
+    ({"peerAS": 0}, "spec.peerAS", "greater than or equal to 1"),
+    ({"localAS": 2**32}, "spec.localAS", "less than or equal to"),
+    ({"peerAS": 23456}, "spec.peerAS", "AS_TRANS"),
+    ({"routerId": "2001:db8::1"}, "spec.routerId", "IPv4 address"),
+    ({"routerId": "0.0.0.0"}, "spec.routerId", "not allowed"),
+    ({"localAddress": "fd00::2"}, "spec.localAddress", "family"),
+    ({"localAddress": "10.0.0.1"}, "spec.localAddress", "equals peerAddress"),
+    ({"port": 0}, "spec.port", "greater than or equal to 1"),
+    ({"port": "179"}, "spec.port", "valid integer"),
+    ({"holdTime": 2}, "spec.holdTime", "at least 3"),
+    ({"families": []}, "spec.families", "at least one family"),
+    ({"families": ["ipv4-unicast", "ipv4-unicast"]}, "spec.families", "each family at most once"),
+    ({"families": ["ipv4-flow"]}, "spec.families.0", "ipv4-unicast"),
+    ({"md5PasswordFile": "relative/path"}, "spec.md5PasswordFile", "absolute"),
+    ({"gracefulRestartSeconds": 4096}, "spec.gracefulRestartSeconds", "less than or equal to 4095"),
+    ({"ebgpMultihop": 0}, "spec.ebgpMultihop", "greater than or equal to 1"),
+    ({"ebgpMultihop": 2, "localAS": 65000}, "spec.ebgpMultihop", "eBGP only"),
+    ({"importPolicy": "Bad_Name"}, "spec.importPolicy", "DNS-1123"),
+    ({"adminDistance": 256}, "spec.adminDistance", "less than or equal to 255"),
+    ({"maxPrefix": [{"family": "ipv4-unicast", "limit": 0}]}, "spec.maxPrefix.0.limit", "greater than"),
+    ({"maxPrefix": [{"family": "ipv4-unicast", "limit": 5, "action": "drop"}]},
+     "spec.maxPrefix.0.action", "warn"),
+    ({"maxPrefix": [{"family": "ipv4-unicast", "limit": 5, "restartSeconds": 5}]},
+     "spec.maxPrefix.0.restartSeconds", "only applies to action teardown"),
+    ({"maxPrefix": [{"family": "ipv6-unicast", "limit": 5}]}, "spec.maxPrefix.0.family",
+     "not one of the session's families"),
+    ({"maxPrefix": [{"family": "ipv4-unicast", "limit": 5}, {"family": "ipv4-unicast", "limit": 6}]},
+     "spec.maxPrefix.1.family", "duplicate family"),
+    ({"peer_as": 1}, "spec.peer_as", "Extra inputs"),
+    ({"md5Password": "x"}, "spec.md5Password", "Extra inputs"),
+])
+def test_peer_errors_name_the_field(spec, field, fragment):
+    errs = errors(peer_doc(**spec))
+    assert field in errs, errs
+    assert fragment in errs[field], errs
+
+
+def test_missing_required_fields():
+    doc = peer_doc()
+    del doc["spec"]["peerAS"], doc["spec"]["routerId"]
+    assert {"spec.peerAS", "spec.routerId"} <= set(errors(doc))
+
+
+@pytest.mark.parametrize("spec,field", [
+    ({"listenAddresses": ["10.0.0.1", "10.0.0.1"]}, "spec.listenAddresses.1"),
+    ({"listenAddresses": ["10.0.0"]}, "spec.listenAddresses.0"),
+    ({"listenPort": 70000}, "spec.listenPort"),
+    ({"interpreter": "pypy3"}, "spec.interpreter"),
+    ({"interpreter": "/usr/bin/py thon"}, "spec.interpreter"),
+])
+def test_speaker_errors_name_the_field(spec, field):
+    doc = {"apiVersion": API, "kind": "BgpSpeaker", "metadata": {"name": "s"}, "spec": spec}
+    assert field in errors(doc, BgpSpeaker)
+
+
+def test_models_are_frozen():
+    p = make_peer()
+    with pytest.raises(ValidationError):
+        p.spec.port = 1
+
+
+# ---- secrets ----------------------------------------------------------------------------------
+
+
+def test_md5_secret_is_read_from_the_file_and_never_in_reprs(tmp_path):
+    f = tmp_path / "pw"
+    f.write_text("Sw0rdfish!\n")
+    p = make_peer(md5PasswordFile=str(f))
+    assert p.spec.read_md5_password() == "Sw0rdfish!"
+    assert read_secrets([p, make_peer("other", peerAddress="10.0.0.5")]) == {"tor1": "Sw0rdfish!"}
+    conf = render([p], BgpSpeakerSpec(), [sys.executable, RELAY, "/run/x.sock", "t"], read_secrets([p]))
+    for text in (repr(p), str(p), repr(conf), p.model_dump_json()):
+        assert "Sw0rdfish" not in text
+    assert "md5-password U3cwcmRmaXNoIQ==;" in conf.text and "md5-base64 true;" in conf.text
+
+
+@pytest.mark.parametrize("content,fragment", [
+    (b"", "empty"), (b"\n", "empty"), (b"x" * 81, "80 bytes"), (b"has space", "printable"),
+    (b"caf\xc3\xa9", "printable"),
+])
+def test_bad_secret_files(tmp_path, content, fragment):
+    f = tmp_path / "pw"
+    f.write_bytes(content)
+    with pytest.raises(SecretError) as info:
+        make_peer(md5PasswordFile=str(f)).spec.read_md5_password()
+    assert fragment in str(info.value) and str(f) in str(info.value)
+    if content.strip():
+        assert content.decode("utf-8", "replace") not in str(info.value)  # never the secret
+
+
+def test_missing_secret_file(tmp_path):
+    with pytest.raises(SecretError, match="No such file"):
+        make_peer(md5PasswordFile=str(tmp_path / "nope")).spec.read_md5_password()
+    with pytest.raises(ValueError, match="no MD5 password"):
+        render([make_peer(md5PasswordFile="/x")], BgpSpeakerSpec(), [sys.executable])
+
+
+# ---- the generated configuration ---------------------------------------------------------------
+
+
+def _sample(tmp_path):
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    peers = [
+        make_peer("tor1", localAddress="10.0.0.2", holdTime=30, ebgpMultihop=3, md5PasswordFile=str(pw),
+                  families=["ipv4-unicast", "ipv6-unicast"]),
+        make_peer("tor2", peerAddress="fd00::1", peerAS=65001, passive=True, gracefulRestartSeconds=0),
+        make_peer("rr", peerAddress="10.0.0.9", peerAS=65001, port=1179),
+    ]
+    speaker = BgpSpeakerSpec(listenAddresses=["127.0.0.2", "::1"], listenPort=1790)
+    api = [sys.executable, "-S", "-E", RELAY, str(tmp_path / "api.sock"), "tok"]
+    return render(peers, speaker, api, read_secrets(peers)), peers
+
+
+def _block(text: str, header: str) -> str:
+    start = text.index(header)
+    return text[start:text.index("\n}\n", start)]
+
+
+def test_rendered_text_and_env(tmp_path):
+    conf, _ = _sample(tmp_path)
+    text = conf.text
+    proc = _block(text, "process agent {")
+    assert f"run {sys.executable} -S -E {RELAY} {tmp_path / 'api.sock'} tok;" in proc
+    assert "encoder json;" in proc and "respawn false;" in proc
+    tor1 = _block(text, "neighbor 10.0.0.1 {")
+    for want in ("router-id 10.0.0.2;", "local-address 10.0.0.2;", "local-as 65001;", "peer-as 65000;",
+                 "hold-time 30;", "passive false;", "connect 179;", "outgoing-ttl 3;", "manual-eor true;",
+                 "adj-rib-in false;", "ipv4 unicast;", "ipv6 unicast;", "route-refresh enable;",
+                 "graceful-restart 120;", "processes [ agent ];", "neighbor-changes;",
+                 "receive { parsed; update; notification; open; refresh; }"):
+        assert want in tor1, want
+    tor2 = _block(text, "neighbor fd00::1 {")
+    assert "passive true;" in tor2 and "connect" not in tor2 and "graceful-restart" not in tor2
+    assert "local-address" not in tor2 and "md5" not in tor2 and "ipv4 unicast" not in tor2
+    assert "connect 1179;" in _block(text, "neighbor 10.0.0.9 {")
+    assert "negotiated" not in text  # would repeat the negotiated block in every UPDATE
+    env = conf.env
+    assert env["exabgp.tcp.bind"] == "127.0.0.2 ::1" and env["exabgp.tcp.port"] == "1790"
+    for key, value in {"exabgp.daemon.drop": "false", "exabgp.daemon.daemonize": "false",
+                       "exabgp.daemon.pid": "", "exabgp.api.ack": "true", "exabgp.log.statistics": "false",
+                       "exabgp.api.respawn": "false", "exabgp.api.cli": "false",
+                       "exabgp.api.encoder": "json"}.items():
+        assert env[key] == value, key
+
+
+def test_duplicate_peer_address_and_unwritable_tokens():
+    a, b = make_peer("a"), make_peer("b")
+    with pytest.raises(ValueError, match="already used by BgpPeer a"):
+        render([a, b], BgpSpeakerSpec(), [sys.executable])
+    with pytest.raises(ValueError, match="cannot be written"):
+        render([a], BgpSpeakerSpec(), [sys.executable, "/path with space"])
+    with pytest.raises(ValueError, match="absolute"):
+        render([a], BgpSpeakerSpec(), ["python3"])
+
+
+def _exabgp_validate(tmp_path, conf) -> subprocess.CompletedProcess:
+    path = tmp_path / "exabgp.conf"
+    path.write_text(conf.text)
+    (tmp_path / "empty.env").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("exabgp")}
+    env.update(conf.env, EXABGP_ENVFILE=str(tmp_path / "empty.env"))
+    return subprocess.run([sys.executable, "-m", "exabgp", "validate", "-n", str(path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_exabgp_accepts_the_generated_configuration(tmp_path):
+    conf, peers = _sample(tmp_path)
+    r = _exabgp_validate(tmp_path, conf)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    for p in peers:
+        assert f"neighbor  {p.spec.peer_address}" in out, out
+
+
+def test_exabgp_validation_catches_a_broken_configuration(tmp_path):
+    # the check above is meaningful: the same validation refuses a bad value
+    conf, _ = _sample(tmp_path)
+    broken = type(conf)(conf.text.replace("hold-time 30;", "hold-time 2;"), conf.env)
+    r = _exabgp_validate(tmp_path, broken)
+    assert r.returncode != 0 and "holdtime must be zero or at least 3" in r.stdout + r.stderr

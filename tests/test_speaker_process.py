@@ -1,0 +1,156 @@
+"""The ExaBGP supervisor with a real ExaBGP child, no BGP traffic (no root needed).
+
+ExaBGP listens on 127.0.0.1 (a free high port) for one passive neighbour that never connects, so
+these tests exercise the process handling only: command queueing and acks, crash detection,
+restart with backoff, recovery from an unusable configuration, orphan cleanup, clean stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent.speaker import AnnounceRoute, BgpPeer, BgpSpeakerSpec, PeerState, PeerStatus, Speaker, SpeakerRestarted
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def passive_peer(**spec) -> BgpPeer:
+    return BgpPeer.model_validate({"metadata": {"name": "lo"}, "spec": {
+        "peerAddress": "127.0.0.2", "peerAS": 65000, "localAS": 65001, "routerId": "10.0.0.1",
+        "localAddress": "127.0.0.1", "passive": True, **spec}})
+
+
+def make_speaker(tmp_path, *peers, **kw) -> Speaker:
+    settings = BgpSpeakerSpec(listenAddresses=["127.0.0.1"], listenPort=free_port())
+    return Speaker(peers or (passive_peer(),), settings, runtime_dir=tmp_path / "rt",
+                   backoff_min=0.1, backoff_max=0.5, **kw)
+
+
+async def until(cond, timeout=20.0, what=""):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what or cond}")
+        await asyncio.sleep(0.02)
+
+
+class Collector:
+    def __init__(self, sp: Speaker) -> None:
+        self.events: list = []
+        self.task = asyncio.create_task(self._run(sp))
+
+    async def _run(self, sp):
+        async for ev in sp.events():
+            self.events.append(ev)
+
+
+async def test_commands_queued_before_start_are_acked_and_send_never_blocks(tmp_path):
+    sp = make_speaker(tmp_path)
+    sp.send(AnnounceRoute("10.1.0.0/24", peer="127.0.0.2"))
+    sp.send("no such command")
+    t0 = time.monotonic()
+    for i in range(500):
+        sp.send(AnnounceRoute(f"10.2.{i // 256}.{i % 256}/32", peer="127.0.0.2", med=i))
+    assert time.monotonic() - t0 < 0.5 and sp.pending_commands == 502
+    async with sp:
+        col = Collector(sp)
+        await sp.wait_running(30)
+        await until(lambda: sp.acks[True] == 501 and sp.acks[False] == 1, what="502 acks")
+        assert sp.pending_commands == 0
+        assert os.stat(sp.dir).st_mode & 0o777 == 0o700 and os.stat(sp.conf_path).st_mode & 0o777 == 0o600
+    await asyncio.wait_for(col.task, 5)  # events() ends with stop()
+    assert not sp.conf_path.exists()
+
+
+async def test_crash_is_detected_peers_go_down_and_exabgp_restarts(tmp_path):
+    sp = make_speaker(tmp_path)
+    async with sp:
+        col = Collector(sp)
+        await sp.wait_running(30)
+        first = sp.pid
+        sp.peer_states["127.0.0.2"] = PeerStatus.UP  # as if the session were up
+        sp.kill()
+        await until(lambda: any(isinstance(e, SpeakerRestarted) for e in col.events), what="restart")
+        down = next(e for e in col.events if isinstance(e, PeerState))
+        assert down == PeerState("127.0.0.2", PeerStatus.DOWN, "speaker exited with signal SIGKILL")
+        restarted = next(e for e in col.events if isinstance(e, SpeakerRestarted))
+        assert restarted == SpeakerRestarted(1, "exited with signal SIGKILL")
+        await sp.wait_running(30)
+        assert sp.restarts == 1 and sp.pid != first
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)
+        sp.send(AnnounceRoute("10.1.0.0/24", peer="127.0.0.2"))  # the new ExaBGP answers
+        await until(lambda: sp.acks[True] == 1, what="ack from the new ExaBGP")
+    pid = sp.pid
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_unusable_configuration_is_retried_with_backoff_until_it_is_fixed(tmp_path):
+    secret = tmp_path / "pw"
+    sp = make_speaker(tmp_path, passive_peer(md5PasswordFile=str(secret)))
+    async with sp:
+        await until(lambda: sp.restarts >= 2, what="two failed attempts")
+        assert not sp.running and "SecretError" in sp.last_exit and str(secret) in sp.last_exit
+        secret.write_text("pw\n")
+        await sp.wait_running(30)
+
+
+async def test_orphaned_exabgp_of_a_previous_agent_is_killed(tmp_path):
+    sp = make_speaker(tmp_path)
+    sp.dir.mkdir(parents=True)
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "exabgp", "server",
+                               str(sp.conf_path)])
+    (sp.dir / "exabgp.pid").write_text(f"{orphan.pid}\n")
+    # just after fork/exec the kernel may still show an empty command line
+    await until(lambda: b"exabgp" in open(f"/proc/{orphan.pid}/cmdline", "rb").read(), what="cmdline")
+    async with sp:
+        assert orphan.wait(10) == -9
+        await sp.wait_running(30)
+
+
+async def test_set_peers_validates_before_changing_anything(tmp_path):
+    sp = make_speaker(tmp_path)
+    with pytest.raises(ValueError, match="already used"):
+        await sp.set_peers([passive_peer(), passive_peer()])
+    assert len(sp.peers) == 1
+
+
+def relay_pids(sp: Speaker) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = open(f"/proc/{entry}/cmdline", "rb").read()
+                state = open(f"/proc/{entry}/stat").read().split(") ")[1][0]
+            except OSError:
+                continue
+            if b"relay.py" in cmd and str(sp._sock).encode() in cmd and state != "Z":
+                out.append(int(entry))
+    return out
+
+
+async def test_a_dead_api_helper_restarts_exabgp(tmp_path):
+    sp = make_speaker(tmp_path)
+    async with sp:
+        col = Collector(sp)
+        await sp.wait_running(30)
+        (relay,) = relay_pids(sp)
+        os.kill(relay, 9)
+        await until(lambda: any(isinstance(e, SpeakerRestarted) for e in col.events), what="restart")
+        restarted = next(e for e in col.events if isinstance(e, SpeakerRestarted))
+        # ExaBGP does not respawn the helper (respawn false): the supervisor restarts both
+        assert restarted.reason == "closed its API connection"
+        await sp.wait_running(30)
+        assert len(relay_pids(sp)) == 1 and relay_pids(sp) != [relay]
