@@ -37,7 +37,7 @@ def cmd_run(args) -> int:
 
     try:
         agent = Agent(args.config, flush_on_exit=args.flush_on_exit, api_port=args.api_port,
-                      api_address=args.api_address)
+                      api_address=args.api_address, state_dir=args.state_dir)
     except ConfigError as exc:
         print(format_problems(exc.problems), file=sys.stderr)
         return 1
@@ -51,13 +51,43 @@ def cmd_validate(args) -> int:
     return validate_main(args.path)
 
 
+def _bgp_text(c) -> str:
+    b = c.get("bgp")
+    if not b:
+        return ""
+    parts = [f"as-path {' '.join(map(str, b['asPath'])) or '(empty)'}", f"local-pref {b['localPref']}",
+             f"med {b['med']}", f"origin {b['origin']}"]
+    if b["communities"]:
+        parts.append("communities " + " ".join(b["communities"]))
+    if b["largeCommunities"]:
+        parts.append("large " + " ".join(b["largeCommunities"]))
+    return "  {" + ", ".join(parts) + "}"
+
+
 def _print_rib(rows) -> None:
     for row in rows:
         mark = "*" if row["installed"] else " "
         print(f"{mark} {row['prefix']}  ({row['reason']}){'  ' + row['note'] if row['note'] else ''}")
         for c in row["candidates"]:
             detail = f"  [{c['detail']}]" if c["detail"] else ""
-            print(f"    {c['status']:<13} {c['origin']:<32} distance {c['distance']:<3} {c['route']}{detail}")
+            print(f"    {c['status']:<13} {c['origin']:<32} distance {c['distance']:<3} {c['route']}"
+                  f"{_bgp_text(c)}{detail}")
+
+
+def _print_peers(rows) -> None:
+    print(f"{'peer':<26} {'AS':>10} {'type':<5} {'state':<10} {'for':>8}  family        recv  accept  reject  inst  max-prefix")
+    for p in rows:
+        since = f"{p['for_seconds']:.0f}s" if p["for_seconds"] is not None else "-"
+        head = f"{p['name'] + ' ' + p['address']:<26} {p['peerAS']:>10} {p['type']:<5} {p['state']:<10} {since:>8}"
+        for i, (fam, f) in enumerate(p["families"].items()):
+            mp = f["maxPrefix"]
+            mps = f"{mp['count']}/{mp['limit']} {mp['state']}" if mp else "-"
+            print(f"{head if i == 0 else '':<64}  {fam:<12} {f['received']:>6} {f['accepted']:>7} "
+                  f"{f['rejected']:>7} {f['installed']:>5}  {mps}")
+        extra = [x for x in (p["reason"] and f"last: {p['reason']}", p["stale"] and f"{p['stale']} stale routes",
+                             p["held_down"] and "held down (max-prefix)") if x]
+        if extra:
+            print(f"{'':<28}{'; '.join(extra)}")
 
 
 def _print_fib(data) -> None:
@@ -77,6 +107,8 @@ def cmd_show(args) -> int:
         print(json.dumps(data, indent=2))
     elif args.what == "rib":
         _print_rib(data)
+    elif args.what == "peers":
+        _print_peers(data)
     else:
         _print_fib(data)
     return 0
@@ -92,7 +124,10 @@ def cmd_explain(args) -> int:
         print("  no candidate from any source")
     for c in data["candidates"]:
         detail = f" ({c['detail']})" if c["detail"] else ""
-        print(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{detail}")
+        print(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{_bgp_text(c)}{detail}")
+    for b in data.get("bgp", []):
+        verdict = "accepted" if b["accepted"] else "rejected"
+        print(f"  from peer {b['peer']}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
     print(f"  decided by: {data['reason']}")
     if data["note"]:
         print(f"  {data['note']}")
@@ -116,13 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--flush-on-exit", action="store_true", help="delete our routes on SIGTERM")
     r.add_argument("--api-port", type=int, help="override spec.api.port")
     r.add_argument("--api-address", help="override spec.api.address")
+    r.add_argument("--state-dir", help="runtime files (ExaBGP config, sockets); one per agent "
+                   "(default $ROUTE_AGENT_STATE_DIR or /run/route-agent)")
     r.set_defaults(fn=cmd_run)
     v = sub.add_parser("validate", help="check configuration files and print every error")
     v.add_argument("path")
     v.set_defaults(fn=cmd_validate)
     api = os.environ.get("ROUTE_AGENT_API", DEFAULT_API)
     s = sub.add_parser("show", help="show the RIB or the FIB of a running agent")
-    s.add_argument("what", choices=["rib", "fib"])
+    s.add_argument("what", choices=["rib", "fib", "peers"])
     s.add_argument("--json", action="store_true")
     s.add_argument("--api", default=api)
     s.set_defaults(fn=cmd_show)

@@ -303,6 +303,9 @@ class AgentConfigSpec(_Model):
     """Administrative distance per source kind."""
     max_paths: StrictInt = Field(16, ge=1, le=256)
     """Largest number of equal candidates combined into one ECMP route."""
+    protected_prefixes: tuple[IPPrefix, ...] = Field((), max_length=4096)
+    """The node's own prefixes (pod CIDRs, pools, VIPs): routes from BGP peers equal to, inside
+    or covering them are refused by the hijack guard."""
     api: ApiSpec = Field(default_factory=ApiSpec)
     """Local HTTP API."""
 

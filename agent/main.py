@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import importlib
 import logging
+import os
 import signal
 import time
 from collections import Counter
@@ -36,10 +38,15 @@ from .gate import SyncGate
 from .metrics import Metrics
 from .model import Prefix
 from .rib import Rib
+from .api import views
+from .bgpruntime import BgpRuntime
 from .sources.kernel import ConnectedTable, KernelSource
+from .sources.addresses import node_addresses
 from .sources.static import StaticSource
 
 log = logging.getLogger("route_agent")
+_import = importlib.import_module(".import", __package__)  # the keyword-named package, once
+DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 
 RETRY_MIN, RETRY_MAX = 0.5, 30.0
 CONFIG_POLL_SECONDS = 1.0
@@ -53,7 +60,9 @@ class Event:
 
 class Agent:
     def __init__(self, config_path: str, *, flush_on_exit: bool = False,
-                 api_port: int | None = None, api_address: str | None = None) -> None:
+                 api_port: int | None = None, api_address: str | None = None,
+                 state_dir: str | None = None) -> None:
+        self.state_dir = state_dir or DEFAULT_STATE_DIR
         self.config_path = config_path
         self.flush_on_exit = flush_on_exit
         self.api_port_override = api_port
@@ -67,6 +76,10 @@ class Agent:
         self.connected = ConnectedTable()
         self.static = StaticSource()
         self.gate = SyncGate({"kernel", "config"})
+        self.bgp: BgpRuntime | None = None
+        if self.config.peers:
+            self._make_bgp(self.config)
+        self._installed_cache: tuple[float, dict] = (0.0, {})
         self.metrics = Metrics()
         self.metrics.bind(self)
         self.metrics.reload_ok.set(1)
@@ -106,6 +119,12 @@ class Agent:
             self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump().foreign)))
         return self.netlink.dump()
 
+    def _make_bgp(self, config) -> None:
+        self.bgp = BgpRuntime(_import, config, cfgmod.distances(config), node_addresses(),
+                              runtime_dir=os.path.join(self.state_dir, "speaker"))
+        for name in self.bgp.gate_names():
+            self.gate.add(name)
+
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
         links = self.netlink.links_dump()
@@ -129,6 +148,12 @@ class Agent:
             self._want_all()
         self._apply_rib(self.rib.apply(self.kernel.set_distances(cfgmod.distances(config))))
         self._apply_rib(self.rib.apply(self.static.load(cfgmod.static_candidates(config))))
+        if self.bgp is not None and config is not self._bgp_config:
+            self._bgp_output(self.bgp.reconfigure(config, cfgmod.distances(config)))
+        elif self.bgp is None and config.peers:  # the first peer arrived with a reload
+            self._make_bgp(config)
+            asyncio.get_running_loop().create_task(self._start_bgp())
+        self._bgp_config = config
 
     def _want_all(self) -> None:
         self.fib.want({p: self.rib.desired(p) for p in self.rib.prefixes()})
@@ -203,6 +228,8 @@ class Agent:
 
     def _full_scan(self, reason: str) -> None:
         self.metrics.resyncs.labels(reason).inc()
+        if self.bgp is not None:
+            self.bgp.set_node_addresses(node_addresses())
         self._sync_links()
         dump = self._dump()
         self.fib.resync(dump.ours)
@@ -217,12 +244,50 @@ class Agent:
             self._load_config(ev.data)
         elif ev.kind == "scan":
             self._full_scan(ev.data)
+        elif ev.kind == "bgp":
+            self._bgp_output(self.bgp.handle(ev.data, time.monotonic()))
+        elif ev.kind == "bgp-stale":
+            self._bgp_output(self.bgp.source.stale_timer(ev.data, time.monotonic()))
         elif ev.kind == "flushed":
             self._flushed(*ev.data)
         elif ev.kind == "gate-timeout":
             if self.gate.expire():
                 self._open_gate()
         # "retry": nothing to do but flush
+
+    def _bgp_output(self, out) -> None:
+        if out.updates:
+            self._apply_rib(self.rib.apply(out.updates))
+        for line in out.logs:
+            log.warning("%s", line)
+        loop = asyncio.get_running_loop()
+        for seconds, peer in out.timers:
+            loop.call_later(seconds, lambda p=peer: self._queue.put_nowait(Event("bgp-stale", p)))
+        for peer in out.synced:
+            log.info("peer %s: End-of-RIB for every family: in sync", peer)
+            self._source_synced(f"bgp/{peer}")
+
+    async def _start_bgp(self) -> None:
+        await self.bgp.start(lambda ev: self._queue.put_nowait(Event("bgp", ev)))
+
+    def installed_by_peer(self) -> dict[tuple[str, int], int]:
+        """Installed prefixes per (peer address, family), from the RIB winners (cached 10 s)."""
+        at, counts = self._installed_cache
+        if time.monotonic() - at < 10:
+            return counts
+        counts = Counter()
+        actual, pending = self.fib.actual, self.fib.pending
+        for prefix in self.rib.prefixes():
+            if prefix not in actual or prefix in pending:
+                continue
+            cands = self.rib.candidates(prefix)
+            if not any(c.bgp is not None for c in cands):
+                continue
+            for w in self.rib.selection(prefix).winners:
+                if w.bgp is not None:
+                    counts[(w.origin.name, prefix.family)] += 1
+        self._installed_cache = (time.monotonic(), counts)
+        return counts
 
     # ---------------------------------------------------------------- FIB flush
     def flush(self, retry_failed: bool = False) -> None:
@@ -234,6 +299,7 @@ class Agent:
         if not ops:
             self._check_ready()
             return
+        log.debug("writing %d route ops (gate %s)", len(ops), "open" if self.gate.open else "closed")
         self._flushing = True
         self._flush_after_gate = self.gate.open
         t0 = time.perf_counter()
@@ -290,12 +356,23 @@ class Agent:
         while True:
             ev = await self._queue.get()
             retry = ev.kind == "retry"
-            self._handle(ev)
+            self._handle_safely(ev)
             while not self._queue.empty():
                 ev = self._queue.get_nowait()
                 retry = retry or ev.kind == "retry"
-                self._handle(ev)
+                self._handle_safely(ev)
             self.flush(retry_failed=retry)
+
+    def _handle_safely(self, ev: Event) -> None:
+        """A bug or an OS error while handling one event must not take the agent (and the
+        routing of the node) down: log it, count it, and re-read the kernel."""
+        try:
+            self._handle(ev)
+        except Exception:
+            log.exception("handling %s event failed; full resync", ev.kind)
+            self.metrics.handler_errors.inc()
+            if ev.kind != "scan":
+                self._queue.put_nowait(Event("scan", "handler-error"))
 
     async def _watch_config(self) -> None:
         while True:
@@ -331,6 +408,7 @@ class Agent:
 
         loop = asyncio.get_running_loop()
         self._start_kernel()
+        self._bgp_config = self.config
         self._load_config(self.config)
         self._source_synced("config")
         stale = self.config.agent.fib.stale_seconds
@@ -346,6 +424,8 @@ class Agent:
         api = self.config.agent.api
         server = await serve(self, self.api_address_override or api.address,
                              self.api_port_override if self.api_port_override is not None else api.port)
+        if self.bgp is not None:
+            await self._start_bgp()
         try:
             async with asyncio.TaskGroup() as tg:
                 tasks = [
@@ -359,6 +439,8 @@ class Agent:
                 for t in tasks:
                     t.cancel()
         finally:
+            if self.bgp is not None:
+                await self.bgp.stop()  # SIGTERM to ExaBGP: no NOTIFICATION, peers keep our routes
             self._writer.shutdown(wait=True)  # a batch in flight completes
             loop.remove_reader(self.monitor.fileno())
             if self.main_monitor is not None:
@@ -392,16 +474,13 @@ class Agent:
             state = "not installed: " + (d.note or "no candidate")
         return {
             "prefix": str(prefix),
-            "candidates": [
-                {"origin": str(s.candidate.origin), "kind": s.candidate.origin.kind.value,
-                 "distance": s.candidate.distance, "route": s.candidate.describe(),
-                 "status": s.status, "detail": s.detail}
-                for s in d.candidates
-            ],
+            "candidates": [views.candidate(s.candidate) | {"status": s.status, "detail": s.detail}
+                           for s in d.candidates],
             "reason": d.reason.value,
             "desired": str(d.desired.with_metric(self.settings.metric)) if d.desired else None,
             "kernel": str(installed) if installed else None,
             "fib_state": state,
             "note": d.note,
+            "bgp": self.bgp.explain(prefix) if self.bgp is not None else [],
         }
 

@@ -12,7 +12,7 @@ from collections import Counter as _Counter
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
     from .main import Agent
@@ -46,6 +46,57 @@ class _StateCollector:
                                 value=len(a.fib.stale))
         yield GaugeMetricFamily("route_agent_ready", "1 once the initial re-sync is done.",
                                 value=1 if a.ready else 0)
+        if a.bgp is not None:
+            yield from _bgp_metrics(a)
+
+
+def _family(v: int) -> str:
+    return "ipv6" if v == 6 else "ipv4"
+
+
+def _bgp_metrics(a: "Agent"):
+    bgp, stage = a.bgp, a.bgp.stage
+    up = GaugeMetricFamily("route_agent_bgp_session_up", "1 while the BGP session is established.",
+                           labels=["peer"])
+    stale = GaugeMetricFamily("route_agent_bgp_stale_routes",
+                              "Routes kept from a peer over its (graceful) restart.", labels=["peer"])
+    for addr, s in bgp.source.sessions.items():
+        up.add_metric([addr], 1 if s.state.value == "up" else 0)
+        stale.add_metric([addr], len(s.stale))
+    yield up
+    yield stale
+    recv = CounterMetricFamily("route_agent_bgp_prefixes_received", "Prefixes announced by the peer.",
+                               labels=["peer", "family"])
+    for (addr, v), n in sorted(stage.received.items()):
+        recv.add_metric([addr, _family(v)], n)
+    yield recv
+    acc = CounterMetricFamily("route_agent_bgp_prefixes_accepted", "Prefixes accepted by import policy.",
+                              labels=["peer", "family"])
+    for (addr, v), n in sorted(stage.accepted.items()):
+        acc.add_metric([addr, _family(v)], n)
+    yield acc
+    rej = CounterMetricFamily("route_agent_bgp_prefixes_rejected",
+                              "Prefixes rejected (guard, policy, no policy, max-prefix).",
+                              labels=["peer", "family", "reason"])
+    for (addr, v, reason), n in sorted(stage.rejected.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2].value)):
+        rej.add_metric([addr, _family(v), reason.value], n)
+    yield rej
+    held = GaugeMetricFamily("route_agent_bgp_prefixes_accepted_current",
+                             "Prefixes of the peer currently accepted into the RIB.", labels=["peer", "family"])
+    installed = GaugeMetricFamily("route_agent_bgp_prefixes_installed",
+                                  "Prefixes of the peer that won and are in the kernel (refreshed every 10 s).",
+                                  labels=["peer", "family"])
+    counts = a.installed_by_peer()
+    for addr in bgp.peers:
+        h = stage.held(addr)
+        for v in (4, 6):
+            held.add_metric([addr, _family(v)], h[v][0])
+            installed.add_metric([addr, _family(v)], counts.get((addr, v), 0))
+    yield held
+    yield installed
+    yield CounterMetricFamily("route_agent_bgp_updates", "UPDATE messages received.", value=bgp.updates)
+    yield CounterMetricFamily("route_agent_exabgp_restarts", "Times the ExaBGP child was restarted.",
+                              value=bgp.speaker.restarts)
 
 
 class Metrics:
@@ -66,6 +117,9 @@ class Metrics:
                                    "Adopted routes deleted after the restart re-sync.", registry=r)
         self.resyncs = Counter("route_agent_kernel_resyncs", "Full kernel table scans.", ["reason"],
                                registry=r)
+        self.handler_errors = Counter("route_agent_event_handler_errors",
+                                      "Events whose handling failed (logged; a full resync follows).",
+                                      registry=r)
         self.repairs = Counter("route_agent_fib_repairs",
                                "Changes to our routes made by someone else, then repaired.", registry=r)
 

@@ -43,6 +43,13 @@ def agent_config(spec_yaml: str) -> str:
     return f"{HEADER}kind: AgentConfig\nmetadata:\n  name: node\nspec:\n{spec_yaml}"
 
 
+class _Found(dict):
+    """A result that counts as found even when empty (`wait_for` polls until truthy)."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
 class Monitor:
     """`ip monitor route` in a namespace, collecting lines in a thread."""
 
@@ -84,6 +91,7 @@ class Node:
         self.dir = tmp / "config"
         self.dir.mkdir()
         self.log = str(tmp / "agent.log")
+        self.state = tmp / "state"
         self.procs: list[subprocess.Popen] = []
         for i, dev in enumerate(("up0", "up1")):
             add_interface(ns, dev, f"10.0.{i}.254/24", f"fd00:{i}::254/64")
@@ -97,7 +105,7 @@ class Node:
 
     # ---- agent ----
     def start(self, *extra: str, wait: bool = True) -> subprocess.Popen:
-        proc = start_agent(self.ns, str(self.dir), *extra, log_path=self.log)
+        proc = start_agent(self.ns, str(self.dir), "--state-dir", str(self.state), *extra, log_path=self.log)
         self.procs.append(proc)
         if wait:
             self.wait_ready(proc)
@@ -136,7 +144,8 @@ class Node:
         return {r["dst"]: r for r in ip_json(self.ns, *args)}
 
     def wait_routes(self, cond, family=4, timeout=10, **kw) -> dict:
-        return wait_for(lambda: (lambda r: r if cond(r) else None)(self.routes(family, **kw)),
+        """Poll `ip -j route` until `cond(routes)`; returns the routes (possibly empty)."""
+        return wait_for(lambda: (lambda r: _Found(r) if cond(r) else None)(self.routes(family, **kw)),
                         timeout, what=f"routes matching {cond}")
 
     def close(self) -> None:
@@ -180,3 +189,71 @@ def gateways(route: dict) -> list[str]:
 
 def elapsed(t0: float) -> float:
     return time.monotonic() - t0
+
+
+# ---------------------------------------------------------------- BGP: a BIRD 2 "ToR" and the agent
+from agent.speaker.birdlab import Bird, base_config, bgp_protocol  # noqa: E402
+
+
+def bgp_peer(name: str, address: str, local: str, *, peer_as: int = 65001, local_as: int = 65000,
+             extra: str = "") -> str:
+    spec = (f"  peerAddress: \"{address}\"\n  peerAS: {peer_as}\n  localAS: {local_as}\n"
+            f"  routerId: 10.0.0.254\n  localAddress: \"{local}\"\n  holdTime: 9\n{extra}")
+    return f"{HEADER}kind: BgpPeer\nmetadata:\n  name: {name}\nspec:\n{spec}"
+
+
+class BgpLab:
+    """Namespace `tor` (BIRD, 10.0.0.1 / fd00::1, and 10.0.1.1 / fd00:1::1 for a second BIRD)
+    joined by veth pairs to the agent's namespace `node` (10.0.0.254 / fd00::254 on up0,
+    10.0.1.254 / fd00:1::254 on up1)."""
+
+    def __init__(self, node: Node, tor: str, tmp) -> None:
+        self.node, self.tor, self.tmp = node, tor, tmp
+        self.birds: dict[str, Bird] = {}
+
+    def bird(self, name: str, config: str) -> Bird:
+        b = Bird(self.tor, self.tmp / name, config)
+        self.birds[name] = b
+        return b
+
+    def close(self) -> None:
+        for b in self.birds.values():
+            b.close()
+
+
+def tor_config(static4=(), static6=(), *, router_id="10.0.0.1", local4="10.0.0.1", local6="fd00::1",
+               neighbor4="10.0.0.254", neighbor6="fd00::254", asn=65001, gr=True, export4="",
+               export6="", extra="", bgp_extra="") -> str:
+    """A BIRD announcing `static4`/`static6` (blackholes in BIRD) to the agent over a v4 and a v6
+    session; `export4`/`export6` are filter statements run before `accept`."""
+    protocols = [
+        bgp_protocol("n4", local=local4, local_as=asn, neighbor=neighbor4, neighbor_as=65000,
+                     export={4: export4}, graceful_restart=gr, extra=bgp_extra),
+        bgp_protocol("n6", local=local6, local_as=asn, neighbor=neighbor6, neighbor_as=65000,
+                     families=(6,), export={6: export6}, graceful_restart=gr, extra=bgp_extra),
+    ]
+    return base_config(router_id, list(static4), list(static6), extra) + "\n".join(protocols)
+
+
+@pytest.fixture
+def bgp_lab(node, tmp_path):
+    from agent.nsutil import namespace as _ns, sh as _sh
+
+    with _ns("ra-tor-") as tor:
+        for ns in (tor, node.ns):
+            _sh("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0", ns=ns)
+        for i in (0, 1):  # replace the node's veth uplinks by veths into the ToR namespace
+            ip(node.ns, "link", "del", f"up{i}")
+            ip(node.ns, "link", "add", f"up{i}", "type", "veth", "peer", "name", f"tor{i}", "netns", tor)
+            ip(node.ns, "addr", "add", f"10.0.{i}.254/24", "dev", f"up{i}")
+            ip(node.ns, "addr", "add", f"fd00:{i}::254/64", "dev", f"up{i}", "nodad")
+            ip(tor, "addr", "add", f"10.0.{i}.1/24", "dev", f"tor{i}")
+            ip(tor, "addr", "add", f"fd00:{i}::1/64", "dev", f"tor{i}", "nodad")
+            ip(tor, "link", "set", f"tor{i}", "up")
+            ip(node.ns, "link", "set", f"up{i}", "up")
+        lab = BgpLab(node, tor, tmp_path)
+        try:
+            yield lab
+        finally:
+            node.close()
+            lab.close()

@@ -131,3 +131,27 @@ def test_withdraw_of_a_stale_prefix_removes_it():
     assert src.sessions[PEER].stale == set()
     # the stage had forgotten it (peer down): the source itself must withdraw the stale route
     assert withdrawn(out) == ["10.1.0.0/16"]
+
+
+def test_peers_reported_down_because_exabgp_died_go_stale_not_away():
+    src = source(gr=False)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    out = src.handle(PeerState(PEER, PeerStatus.DOWN, "speaker exited with signal 9"), 2)
+    assert out.updates == [] and out.timers == [(30, PEER)]
+    src.handle(SpeakerRestarted(1), 3)
+    src.handle(PeerState(PEER, PeerStatus.UP), 4)
+    src.handle(announce("10.1.0.0/16"), 5)
+    assert withdrawn(src.handle(EndOfRib(PEER, Family.IPV4_UNICAST), 6)) == []
+
+
+def test_failed_reconnect_attempts_do_not_extend_the_stale_deadline():
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    assert src.handle(PeerState(PEER, PeerStatus.DOWN), 2).timers == [(60, PEER)]
+    for t in (10, 20, 30):  # TCP connects, the OPEN exchange fails
+        src.handle(PeerState(PEER, PeerStatus.CONNECTED), t)
+        assert src.handle(PeerState(PEER, PeerStatus.DOWN), t + 1).timers == []
+    assert withdrawn(src.stale_timer(PEER, 62)) == ["10.1.0.0/16"]

@@ -36,6 +36,8 @@ def _route(agent: "Agent", path: str, query: dict[str, list[str]]) -> tuple[int,
         return _json(views.rib(agent))
     if path == "/api/fib":
         return _json(views.fib(agent))
+    if path == "/api/peers":
+        return _json(views.peers(agent))
     if path == "/api/explain":
         text = (query.get("prefix") or [""])[0]
         try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno as _errno
 import ipaddress
+import socket
 import struct
 import sys
 from dataclasses import dataclass
@@ -208,11 +209,36 @@ class Encoder:
         return index
 
 
+RTM_NEWADDR, RTM_GETADDR = 20, 22
+IFA_ADDRESS, IFA_LOCAL = 1, 2
+IFADDRMSG = struct.Struct("=BBBBI")  # family, prefixlen, flags, scope, index
+
+
+def decode_address(buf: bytes, off: int, end: int) -> tuple[str, int, int] | None:
+    """An RTM_NEWADDR message -> (address text, prefix length, scope)."""
+    family, plen, _flags, scope, _index = IFADDRMSG.unpack_from(buf, off)
+    found: dict[int, bytes] = {}
+    o = off + IFADDRMSG.size
+    while o + 4 <= end:
+        alen, atype = struct.unpack_from("=HH", buf, o)
+        if alen < 4:
+            break
+        if atype in (IFA_ADDRESS, IFA_LOCAL):
+            found[atype] = buf[o + 4:o + alen]
+        o += (alen + 3) & ~3
+    raw = found.get(IFA_LOCAL) or found.get(IFA_ADDRESS)
+    if raw is None or family not in (AF_INET, AF_INET6):
+        return None
+    return socket.inet_ntop(family, raw), plen, scope
+
+
 def encode_dump_request(msg_type: int, family: int, seq: int, table: int = 0) -> bytes:
-    """An RTM_GETROUTE (with `table`: filtered by table under NETLINK_GET_STRICT_CHK) or
-    RTM_GETLINK dump request."""
+    """An RTM_GETROUTE (with `table`: filtered by table under NETLINK_GET_STRICT_CHK),
+    RTM_GETLINK or RTM_GETADDR dump request."""
     if msg_type == RTM_GETLINK:
         body = IFINFOMSG.pack(family, 0, 0, 0, 0)
+    elif msg_type == RTM_GETADDR:
+        body = IFADDRMSG.pack(family, 0, 0, 0, 0)
     else:
         body = RTMSG.pack(family, 0, 0, 0, table if table < 256 else RT_TABLE_UNSPEC, 0, 0, 0, 0)
         if table:

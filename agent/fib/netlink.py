@@ -149,6 +149,31 @@ def dump_links(sock: socket.socket | None = None, settings: FibSettings | None =
     return links
 
 
+def dump_addresses(sock: socket.socket | None = None) -> list[tuple[str, int, int]]:
+    """Every interface address of the current network namespace: (address, prefix length, scope)."""
+    own = sock is None
+    sock = sock or open_socket(buffer=1 << 20)
+    out: list[tuple[str, int, int]] = []
+
+    def on_message(mtype, buf, off, end):
+        if mtype == codec.RTM_NEWADDR:
+            addr = codec.decode_address(buf, off, end)
+            if addr is not None:
+                out.append(addr)
+
+    try:
+        seq = _Seq().take()
+        for _attempt in range(3):
+            out.clear()
+            if _dump(sock, encode_dump_request(codec.RTM_GETADDR, socket.AF_UNSPEC, seq), seq, on_message):
+                break
+            seq += 1
+    finally:
+        if own:
+            sock.close()
+    return out
+
+
 class LinkIndex:
     """Interface name <-> ifindex and up state; `generation` bumps on every change."""
 

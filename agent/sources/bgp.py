@@ -142,7 +142,9 @@ class BgpSource:
         if ev.state == PeerStatus.UP:
             s.eor.clear()
         elif ev.state == PeerStatus.DOWN and old != PeerStatus.DOWN:
-            if s.gr_time:
+            if ev.reason.startswith("speaker "):  # ExaBGP died, not the peer: keep forwarding
+                self._go_stale(s, self.speaker_stale_seconds, now, out)
+            elif s.gr_time:
                 self._go_stale(s, s.gr_time, now, out)
             else:
                 out.updates += self._withdraw_all(s)
@@ -152,7 +154,7 @@ class BgpSource:
     def _go_stale(self, s: PeerSession, seconds: float, now: float, out: BgpOutput) -> None:
         s.stale |= set(self.stage.accepted_prefixes(s.settings.address))
         self.stage.peer_down(s.settings.address, now)
-        if s.stale:
+        if s.stale and s.stale_until is None:  # reconnect attempts do not extend the deadline
             s.stale_until = now + seconds
             out.timers.append((seconds, s.settings.address))
 

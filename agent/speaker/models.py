@@ -140,6 +140,10 @@ class BgpPeerSpec(_Model):
     """Administrative distance of this peer's routes; unset: AgentConfig adminDistance.ebgp/ibgp."""
     max_prefix: tuple[MaxPrefixSpec, ...] = Field((), max_length=2)
     """Limits on received prefixes, at most one per family."""
+    allow_default_route: StrictBool = False
+    """Accept 0.0.0.0/0 and ::/0 from this peer (the hijack guard refuses them otherwise)."""
+    allow_covering_routes: StrictBool = False
+    """Accept routes that cover the node's own prefixes (aggregates such as a fabric /16)."""
 
     @model_validator(mode="before")
     @classmethod

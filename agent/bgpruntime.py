@@ -1,0 +1,239 @@
+"""BGP inside the agent: the supervised speaker, the import stage and the BGP source, from config.
+
+DOC: built by the composition root (`agent.main`), which hands in the keyword-named import package
+(`imp`), so this module never imports it itself. It owns:
+
+* the `Speaker` (ExaBGP child) for the configured `BgpPeer`s;
+* the `ImportStage` (hijack guard, import policy with RFC 8212 default deny, max-prefix), fed with
+  the node's protected prefixes (config) and interface addresses (kernel);
+* the `BgpSource` (sessions, graceful-restart stale routes, End-of-RIB for the restart gate).
+
+`handle(event)` is called by the agent's core task for every speaker event and returns the
+`BgpOutput` (RIB updates, synced peers, timers). Side effects towards ExaBGP happen here:
+End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
+gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (ExaBGP sends it only without
+graceful restart), then the peer is removed from ExaBGP's configuration, since ExaBGP would
+reconnect at once, and put back after ``restartSeconds`` (never, without it, until the
+configuration changes).
+
+`reconfigure(config)` applies a reload: peers added or removed (ExaBGP reloads its configuration,
+other sessions stay up), policies and distances recompiled, and a route refresh asked from every
+peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from .model import SourceKind, Update, canonical_address
+from .policy import compile_policies
+from .sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
+from .speaker import (
+    AnnounceEor,
+    Open,
+    PeerState,
+    PeerStatus,
+    RequestRouteRefresh,
+    Speaker,
+    Teardown,
+)
+from .speaker.models import BgpPeer
+
+log = logging.getLogger("route_agent.bgp")
+
+
+def peer_key(peer: BgpPeer) -> str:
+    return canonical_address(peer.spec.peer_address)
+
+
+class BgpRuntime:
+    def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
+                 *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
+        self.imp = imp
+        self.guard = imp.Guard(config.agent.protected_prefixes, node_addresses)
+        self.stage = imp.ImportStage(self.guard, compile_policies(config.policies), distances=distances)
+        self.peers: dict[str, BgpPeer] = {}
+        self.held_down: dict[str, float | None] = {}  # peer -> until (None: until config change)
+        self._apply_peers(config.peers)
+        self.source = BgpSource(self.stage, [self._settings(p) for p in config.peers],
+                                speaker_stale_seconds=config.agent.fib.stale_seconds)
+        self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
+                               runtime_dir=runtime_dir, wrapper=wrapper)
+        self.updates = 0
+        self._tasks: set[asyncio.Task] = set()
+
+    # ---- configuration ----
+    def _import_peer(self, peer: BgpPeer):
+        s = peer.spec
+        limits = {}
+        for mp in s.max_prefix:
+            restart = mp.restart_seconds
+            limits[6 if mp.family.value.startswith("ipv6") else 4] = self.imp.MaxPrefixLimit(
+                mp.limit, self.imp.MaxPrefixAction(mp.action.value), restart)
+        return self.imp.ImportPeer(
+            address=peer_key(peer), asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
+            distance=s.admin_distance, allow_default=s.allow_default_route,
+            allow_covering=s.allow_covering_routes, max_prefix=limits)
+
+    @staticmethod
+    def _settings(peer: BgpPeer) -> BgpPeerSettings:
+        return BgpPeerSettings(peer_key(peer), tuple(peer.spec.families),
+                               graceful_restart=peer.spec.graceful_restart_seconds > 0)
+
+    def _apply_peers(self, peers) -> list[str]:
+        """Set the stage's peers; returns the addresses that were removed."""
+        new = {peer_key(p): p for p in peers}
+        removed = [a for a in self.peers if a not in new]
+        for addr in removed:
+            self.stage.remove_peer(addr)
+        for addr, peer in new.items():
+            self.stage.set_peer(self._import_peer(peer))
+        self.peers = new
+        return removed
+
+    def gate_names(self) -> set[str]:
+        return {f"bgp/{addr}" for addr in self.peers}
+
+    def reconfigure(self, config, distances: dict[SourceKind, int]) -> BgpOutput:
+        out = BgpOutput()
+        old_peers = dict(self.peers)
+        for addr in self.peers:
+            if addr not in {peer_key(p) for p in config.peers}:
+                origin = self.stage.origin(addr)
+                out.updates += [u for u in self._withdraw_all(addr, origin)]
+        removed = self._apply_peers(config.peers)
+        for addr in removed:
+            self.source.sessions.pop(addr, None)
+        for p in config.peers:
+            addr = peer_key(p)
+            if addr not in self.source.sessions:
+                self.source.sessions[addr] = BgpSource(self.stage, [self._settings(p)]).sessions[addr]
+            else:
+                self.source.sessions[addr].settings = self._settings(p)
+            self.stage.maxprefix.clear(addr)  # a config change ends a max-prefix hold-down
+        self.held_down.clear()
+        self.stage.set_policies(compile_policies(config.policies))
+        self.stage.set_distances(distances)
+        self.guard.set_protected(config.agent.protected_prefixes)
+        self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
+        if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
+            self._spawn(self.speaker.set_peers(list(self.peers.values())))
+        for addr, peer in self.peers.items():  # re-run every route through the new policy
+            for fam in peer.spec.families:
+                self.speaker.send(RequestRouteRefresh(fam, addr))
+        return out
+
+    def _withdraw_all(self, addr: str, origin):
+        return [Update(p, origin, None) for p in self.stage.accepted_prefixes(addr)]
+
+    def set_node_addresses(self, addresses: list[str]) -> None:
+        self.guard.set_node_addresses(addresses)
+
+    # ---- events ----
+    async def start(self, put: Callable[[object], None]) -> None:
+        await self.speaker.start()
+
+        async def pump() -> None:
+            async for ev in self.speaker.events():
+                put(ev)
+
+        self._spawn(pump())
+
+    async def stop(self) -> None:
+        await self.speaker.stop()
+        for t in list(self._tasks):
+            t.cancel()
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("bgp task failed: %r", task.exception())
+
+    def handle(self, ev, now: float) -> BgpOutput:
+        if isinstance(ev, Open) and ev.peer in self.peers:
+            self.stage.set_router_id(ev.peer, ev.router_id)
+        out = self.source.handle(ev, now)
+        if isinstance(ev, PeerState):
+            log.info("peer %s %s%s", ev.peer, ev.state.value, f" ({ev.reason})" if ev.reason else "")
+            if ev.state is PeerStatus.UP and ev.peer in self.peers:
+                for fam in self.peers[ev.peer].spec.families:  # nothing to export yet: EoR at once
+                    self.speaker.send(AnnounceEor(fam, ev.peer))
+        elif hasattr(ev, "announced"):
+            self.updates += 1
+        for peer, command in out.commands:
+            if command == "teardown":
+                self._teardown(peer, now)
+        return out
+
+    def _teardown(self, peer: str, now: float) -> None:
+        if peer in self.held_down:
+            return
+        self.speaker.send(Teardown(peer, subcode=1))  # Cease 6/1: maximum number of prefixes
+        self.held_down[peer] = None
+        keep = [p for a, p in self.peers.items() if a not in self.held_down]
+        self._spawn(self.speaker.set_peers(keep))
+        restart = self._restart_seconds(peer)
+        if restart:
+            self._spawn(self._restore_after(peer, restart))
+
+    def _restart_seconds(self, peer: str) -> float | None:
+        p = self.peers.get(peer)
+        if p is None:
+            return None
+        seconds = [mp.restart_seconds for mp in p.spec.max_prefix if mp.restart_seconds]
+        return min(seconds) if seconds else None
+
+    async def _restore_after(self, peer: str, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        if peer in self.held_down and self.stage.maxprefix.may_connect(peer, time.monotonic()):
+            del self.held_down[peer]
+            self.stage.maxprefix.clear(peer)
+            log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
+            await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+
+    # ---- views ----
+    def peer_views(self, installed: Callable[[str], dict[int, int]]) -> list[dict]:
+        out = []
+        now = time.monotonic()
+        for addr, peer in self.peers.items():
+            s = self.source.sessions.get(addr)
+            held = self.stage.held(addr)
+            inst = installed(addr)
+            fams = {}
+            for fam in peer.spec.families:
+                v = 6 if fam.value.startswith("ipv6") else 4
+                st = self.stage.maxprefix.status(addr, v)
+                fams[fam.value] = {
+                    "received": self.stage.received.get((addr, v), 0),
+                    "accepted": held[v][0],
+                    "rejected": sum(n for (a, f, _r), n in self.stage.rejected.items() if a == addr and f == v),
+                    "installed": inst.get(v, 0),
+                    "maxPrefix": None if st.limit is None else {
+                        "limit": st.limit, "count": st.count, "state": st.state.value},
+                }
+            out.append({
+                "name": peer.metadata.name, "address": addr, "peerAS": peer.spec.peer_as,
+                "localAS": peer.spec.local_as, "type": "ebgp" if peer.spec.ebgp else "ibgp",
+                "state": s.state.value if s else "down",
+                "for_seconds": round(now - s.since, 1) if s and s.since else None,
+                "reason": s.last_reason if s else "", "stale": len(s.stale) if s else 0,
+                "held_down": addr in self.held_down,
+                "families": fams,
+            })
+        return out
+
+    def explain(self, prefix) -> list[dict]:
+        out = []
+        for addr, verdict in self.stage.explain(prefix).items():
+            out.append({"peer": addr, "accepted": verdict.accepted, "policy": verdict.policy,
+                        "statement": verdict.statement, "reason": verdict.reason.value,
+                        "description": verdict.reason.description})
+        return out
