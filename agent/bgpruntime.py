@@ -163,6 +163,8 @@ class BgpRuntime:
         out = self.source.handle(ev, now)
         if isinstance(ev, PeerState):
             log.info("peer %s %s%s", ev.peer, ev.state.value, f" ({ev.reason})" if ev.reason else "")
+            if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
+                self._spawn(self._remove_held_down(ev.peer))
             if ev.state is PeerStatus.UP and ev.peer in self.peers:
                 for fam in self.peers[ev.peer].spec.families:  # nothing to export yet: EoR at once
                     self.speaker.send(AnnounceEor(fam, ev.peer))
@@ -178,11 +180,19 @@ class BgpRuntime:
             return
         self.speaker.send(Teardown(peer, subcode=1))  # Cease 6/1: maximum number of prefixes
         self.held_down[peer] = None
-        keep = [p for a, p in self.peers.items() if a not in self.held_down]
-        self._spawn(self.speaker.set_peers(keep))
+        # ExaBGP would reconnect at once: the peer leaves its configuration as soon as the session
+        # is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
+        self._spawn(self._remove_held_down(peer, delay=5))
         restart = self._restart_seconds(peer)
         if restart:
             self._spawn(self._restore_after(peer, restart))
+
+    async def _remove_held_down(self, peer: str, delay: float = 0) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        if peer in self.held_down and any(p.metadata.name == self.peers[peer].metadata.name
+                                          for p in self.speaker.peers):
+            await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
 
     def _restart_seconds(self, peer: str) -> float | None:
         p = self.peers.get(peer)
@@ -217,7 +227,8 @@ class BgpRuntime:
                     "rejected": sum(n for (a, f, _r), n in self.stage.rejected.items() if a == addr and f == v),
                     "installed": inst.get(v, 0),
                     "maxPrefix": None if st.limit is None else {
-                        "limit": st.limit, "count": st.count, "state": st.state.value},
+                        "limit": st.limit.limit, "action": st.limit.action.value, "count": st.count,
+                        "state": st.state.value, "discarded": st.discarded},
                 }
             out.append({
                 "name": peer.metadata.name, "address": addr, "peerAS": peer.spec.peer_as,

@@ -168,3 +168,63 @@ def test_agent_sigkill_and_restart_while_bird_announces_gives_zero_route_events(
     mon.mark()
     assert mon.events() == []
     assert (node.routes(4), node.routes(6)) == before
+
+
+def test_two_peers_announcing_one_prefix_give_one_multipath_route_and_one_down_leaves_the_other(bgp_lab):
+    from agent.speaker.birdlab import base_config, bgp_protocol
+
+    node = bgp_lab.node
+    conf = base_config("10.0.0.1", ["192.0.2.0/24"]) + "".join(
+        bgp_protocol(name, local=local, local_as=65001, neighbor=nbr, neighbor_as=65000, export={4: ""})
+        for name, local, nbr in (("a", "10.0.0.1", "10.0.0.254"), ("b", "10.0.1.1", "10.0.1.254")))
+    bird = bgp_lab.bird("tor", conf)
+    node.write("agent.yaml", FAST)
+    node.write("peers.yaml", bgp_peer("a", "10.0.0.1", "10.0.0.254", extra="  importPolicy: acceptAll\n")
+               + "---\n" + bgp_peer("b", "10.0.1.1", "10.0.1.254", extra="  importPolicy: acceptAll\n"))
+    node.start()
+    r = node.wait_routes(lambda r: gateways(r.get("192.0.2.0/24", {})) == ["10.0.0.1", "10.0.1.1"], timeout=30)
+    assert {nh["dev"] for nh in r["192.0.2.0/24"]["nexthops"]} == {"up0", "up1"}
+    bird.cmd("disable", "a")
+    r = node.wait_routes(lambda r: r.get("192.0.2.0/24", {}).get("gateway") == "10.0.1.1", timeout=15)
+    assert "nexthops" not in r["192.0.2.0/24"]
+
+
+def test_max_prefix_teardown_closes_the_session_and_removes_its_routes(bgp_lab):
+    node = bgp_lab.node
+    # ExaBGP 5.0.15 closes a session silently when it announced graceful restart: Cease 6/1 needs GR off
+    limit = "  maxPrefix: [{family: ipv4-unicast, limit: 1, action: teardown}]\n  gracefulRestartSeconds: 0\n"
+    bird = bgp_lab.bird("tor", tor_config(V4, V6, gr=False))
+    node.write("agent.yaml", FAST)
+    node.write("peers.yaml", bgp_peer("tor4", "10.0.0.1", "10.0.0.254", extra="  importPolicy: acceptAll\n" + limit))
+    node.start(wait=False)
+    wait_for(lambda: "Maximum number of prefixes" in bird.log.read_text(), 30)  # Cease 6/1 received
+    peer = wait_for(lambda: [p for p in (node.api("/api/peers") or []) if p["held_down"]], 10)[0]
+    assert peer["state"] == "down"
+    node.wait_routes(lambda r: not set(V4) & set(r), timeout=10)
+    # and it stays down: ExaBGP no longer has the peer (BIRD would otherwise reconnect at once)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert "Established" not in bgp_lab.birds["tor"].protocol_state("n4")
+        time.sleep(0.2)
+
+
+def test_md5_session_comes_up_and_a_wrong_password_does_not(bgp_lab, tmp_path):
+    node = bgp_lab.node
+    (tmp_path / "good").write_text("s3cret-Pw\n")
+    (tmp_path / "bad").write_text("wrong-one\n")
+    bgp_lab.bird("tor", tor_config(V4, V6, bgp_extra='    password "s3cret-Pw";'))
+    node.write("agent.yaml", FAST)
+    # tor4 gets the right key, tor6 the wrong one
+    text = (bgp_peer("tor4", "10.0.0.1", "10.0.0.254",
+                     extra=f"  importPolicy: acceptAll\n  md5PasswordFile: {tmp_path / 'good'}\n") + "---\n"
+            + bgp_peer("tor6", "fd00::1", "fd00::254",
+                       extra=f"  importPolicy: acceptAll\n  md5PasswordFile: {tmp_path / 'bad'}\n"))
+    node.write("peers.yaml", text)
+    node.start(wait=False)
+    node.wait_routes(lambda r: set(V4) <= set(r), timeout=30)
+    deadline = time.monotonic() + 3  # BIRD retries every second: give the wrong key a few rounds
+    while time.monotonic() < deadline:
+        states = {p["address"]: p["state"] for p in node.api("/api/peers")}
+        assert states["fd00::1"] != "up" and node.routes(6) == {}
+        time.sleep(0.2)
+    assert "s3cret" not in node.logtext() and "wrong-one" not in node.logtext()

@@ -155,3 +155,12 @@ def test_failed_reconnect_attempts_do_not_extend_the_stale_deadline():
         src.handle(PeerState(PEER, PeerStatus.CONNECTED), t)
         assert src.handle(PeerState(PEER, PeerStatus.DOWN), t + 1).timers == []
     assert withdrawn(src.stale_timer(PEER, 62)) == ["10.1.0.0/16"]
+
+
+def test_a_notification_ends_graceful_restart_and_withdraws_at_once():
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 2)
+    assert withdrawn(out) == ["10.1.0.0/16"] and out.timers == []

@@ -144,7 +144,9 @@ class BgpSource:
         elif ev.state == PeerStatus.DOWN and old != PeerStatus.DOWN:
             if ev.reason.startswith("speaker "):  # ExaBGP died, not the peer: keep forwarding
                 self._go_stale(s, self.speaker_stale_seconds, now, out)
-            elif s.gr_time:
+            elif s.gr_time and not ev.reason.startswith("notification"):
+                # RFC 4724: graceful restart covers a session that dropped; a NOTIFICATION (an
+                # administrative shutdown, an error) ends it and the routes go at once
                 self._go_stale(s, s.gr_time, now, out)
             else:
                 out.updates += self._withdraw_all(s)
