@@ -123,55 +123,40 @@ def _dump(sock: socket.socket, request: bytes, seq: int, on_message) -> bool:
             on_message(mtype, buf, off, end)
 
 
-def dump_links(sock: socket.socket | None = None, settings: FibSettings | None = None) -> list[Link]:
-    """Every interface of the current network namespace (RTM_GETLINK dump)."""
+def _dump_objects(msg_type: int, reply_type: int, decode, sock: socket.socket | None) -> list:
+    """One whole-namespace dump (links or addresses): every reply of `reply_type` through
+    `decode(buf, off, end)`, None results skipped; retried when interrupted by changes."""
     own = sock is None
     sock = sock or open_socket(buffer=1 << 20)
-    decoder = Decoder(settings or FibSettings(), {})
-    links: list[Link] = []
+    out: list = []
 
     def on_message(mtype, buf, off, end):
-        if mtype == RTM_NEWLINK:
-            link = decoder.link(buf, off, end)
-            if link is not None:
-                links.append(link)
-
-    try:
-        seq = _Seq().take()
-        for _attempt in range(3):
-            links.clear()
-            if _dump(sock, encode_dump_request(RTM_GETLINK, socket.AF_UNSPEC, seq), seq, on_message):
-                break
-            seq += 1
-    finally:
-        if own:
-            sock.close()
-    return links
-
-
-def dump_addresses(sock: socket.socket | None = None) -> list[tuple[str, int, int]]:
-    """Every interface address of the current network namespace: (address, prefix length, scope)."""
-    own = sock is None
-    sock = sock or open_socket(buffer=1 << 20)
-    out: list[tuple[str, int, int]] = []
-
-    def on_message(mtype, buf, off, end):
-        if mtype == codec.RTM_NEWADDR:
-            addr = codec.decode_address(buf, off, end)
-            if addr is not None:
-                out.append(addr)
+        if mtype == reply_type:
+            item = decode(buf, off, end)
+            if item is not None:
+                out.append(item)
 
     try:
         seq = _Seq().take()
         for _attempt in range(3):
             out.clear()
-            if _dump(sock, encode_dump_request(codec.RTM_GETADDR, socket.AF_UNSPEC, seq), seq, on_message):
+            if _dump(sock, encode_dump_request(msg_type, socket.AF_UNSPEC, seq), seq, on_message):
                 break
             seq += 1
     finally:
         if own:
             sock.close()
     return out
+
+
+def dump_links(sock: socket.socket | None = None, settings: FibSettings | None = None) -> list[Link]:
+    """Every interface of the current network namespace (RTM_GETLINK dump)."""
+    return _dump_objects(RTM_GETLINK, RTM_NEWLINK, Decoder(settings or FibSettings(), {}).link, sock)
+
+
+def dump_addresses(sock: socket.socket | None = None) -> list[tuple[str, int, int]]:
+    """Every interface address of the current network namespace: (address, prefix length, scope)."""
+    return _dump_objects(codec.RTM_GETADDR, codec.RTM_NEWADDR, codec.decode_address, sock)
 
 
 class LinkIndex:
