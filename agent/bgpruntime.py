@@ -31,13 +31,15 @@ from collections.abc import Callable
 from .model import SourceKind, Update, canonical_address
 from .policy import compile_policies
 from .sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
+from .export.desired import ExportPeer, desired_for_peer, owned_prefixes
+from .export.reconciler import ExportReconciler
 from .speaker import (
-    AnnounceEor,
     Open,
     PeerState,
     PeerStatus,
     RequestRouteRefresh,
     Speaker,
+    SpeakerRestarted,
     Teardown,
 )
 from .speaker.models import BgpPeer
@@ -49,12 +51,21 @@ def peer_key(peer: BgpPeer) -> str:
     return canonical_address(peer.spec.peer_address)
 
 
+def _protected(config) -> list:
+    """What the guard protects: the configured prefixes and everything the node advertises."""
+    return [*config.agent.protected_prefixes, *owned_prefixes(config.adverts)]
+
+
 class BgpRuntime:
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
                  *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
         self.imp = imp
-        self.guard = imp.Guard(config.agent.protected_prefixes, node_addresses)
-        self.stage = imp.ImportStage(self.guard, compile_policies(config.policies), distances=distances)
+        self.guard = imp.Guard(_protected(config), node_addresses)
+        self.policies = compile_policies(config.policies)
+        self.stage = imp.ImportStage(self.guard, self.policies, distances=distances)
+        self.export = ExportReconciler()
+        self.adverts = tuple(config.adverts)
+        self.export_rejected: dict[str, dict] = {}
         self.peers: dict[str, BgpPeer] = {}
         self.held_down: dict[str, float | None] = {}  # peer -> until (None: until config change)
         self._apply_peers(config.peers)
@@ -64,6 +75,7 @@ class BgpRuntime:
                                runtime_dir=runtime_dir, wrapper=wrapper)
         self.updates = 0
         self._tasks: set[asyncio.Task] = set()
+        self.refresh_exports()  # desired state ready before any session comes up
 
     # ---- configuration ----
     def _import_peer(self, peer: BgpPeer):
@@ -94,6 +106,21 @@ class BgpRuntime:
         self.peers = new
         return removed
 
+    def _export_peer(self, peer: BgpPeer) -> ExportPeer:
+        s = peer.spec
+        return ExportPeer(peer_key(peer), s.peer_as, s.local_as, s.ebgp,
+                          frozenset(6 if f.value.startswith("ipv6") else 4 for f in s.families),
+                          dict(peer.metadata.labels), s.export_policy)
+
+    def refresh_exports(self) -> None:
+        """Recompute every peer's desired advertisements; send the differences to up sessions."""
+        for addr, peer in self.peers.items():
+            self.export.configure(addr, peer.spec.local_as, peer.spec.ebgp)
+            desired, rejected = desired_for_peer(self._export_peer(peer), self.adverts, self.policies)
+            self.export_rejected[addr] = rejected
+            for cmd in self.export.set_desired(addr, desired):
+                self.speaker.send(cmd)
+
     def gate_names(self) -> set[str]:
         return {f"bgp/{addr}" for addr in self.peers}
 
@@ -107,6 +134,8 @@ class BgpRuntime:
         removed = self._apply_peers(config.peers)
         for addr in removed:
             self.source.sessions.pop(addr, None)
+            self.export.forget(addr)
+            self.export_rejected.pop(addr, None)
         for p in config.peers:
             addr = peer_key(p)
             if addr not in self.source.sessions:
@@ -115,9 +144,12 @@ class BgpRuntime:
                 self.source.sessions[addr].settings = self._settings(p)
             self.stage.maxprefix.clear(addr)  # a config change ends a max-prefix hold-down
         self.held_down.clear()
-        self.stage.set_policies(compile_policies(config.policies))
+        self.policies = compile_policies(config.policies)
+        self.stage.set_policies(self.policies)
         self.stage.set_distances(distances)
-        self.guard.set_protected(config.agent.protected_prefixes)
+        self.guard.set_protected(_protected(config))
+        self.adverts = tuple(config.adverts)
+        self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
@@ -166,8 +198,15 @@ class BgpRuntime:
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
                 self._spawn(self._remove_held_down(ev.peer))
             if ev.state is PeerStatus.UP and ev.peer in self.peers:
-                for fam in self.peers[ev.peer].spec.families:  # nothing to export yet: EoR at once
-                    self.speaker.send(AnnounceEor(fam, ev.peer))
+                # everything we advertise, then End-of-RIB (manual-eor): a graceful-restart peer
+                # that kept our routes as stale sees them refreshed, nothing withdrawn
+                families = self._export_peer(self.peers[ev.peer]).families
+                for cmd in self.export.session_up(ev.peer, families):
+                    self.speaker.send(cmd)
+            elif ev.state is PeerStatus.DOWN:
+                self.export.session_down(ev.peer)
+        elif isinstance(ev, SpeakerRestarted):
+            self.export.speaker_restarted()
         elif hasattr(ev, "announced"):
             self.updates += 1
         for peer, command in out.commands:
@@ -239,6 +278,38 @@ class BgpRuntime:
                 "held_down": addr in self.held_down,
                 "families": fams,
             })
+        return out
+
+    def advert_views(self, peer: str | None = None) -> list[dict]:
+        rows: dict = {}
+        for addr, adverts in self.export.desired.items():
+            if peer is not None and addr != peer and self.peers.get(addr, None) is not None \
+                    and self.peers[addr].metadata.name != peer:
+                continue
+            for prefix, advert in adverts.items():
+                row = rows.setdefault(prefix, {"prefix": str(prefix), "peers": {}})
+                a = advert.attrs
+                row["peers"][addr] = {
+                    "nextHop": a.next_hop, "localPref": a.local_pref, "med": a.med,
+                    "communities": list(a.communities), "largeCommunities": list(a.large_communities),
+                    "prepend": a.prepend, "sources": list(advert.sources), "policy": advert.policy,
+                    "announced": self.export.announced.get(addr, {}).get(prefix) == a,
+                }
+        return [rows[p] for p in sorted(rows)]
+
+    def explain_export(self, prefix) -> list[dict]:
+        out = []
+        for addr in self.peers:
+            advert = self.export.desired.get(addr, {}).get(prefix)
+            if advert is not None:
+                out.append({"peer": addr, "advertised": True, "sources": list(advert.sources),
+                            "policy": advert.policy,
+                            "announced": self.export.announced.get(addr, {}).get(prefix) == advert.attrs})
+                continue
+            verdict = self.export_rejected.get(addr, {}).get(prefix)
+            if verdict is not None:
+                out.append({"peer": addr, "advertised": False, "policy": verdict.policy,
+                            "statement": verdict.statement, "reason": verdict.reason.value})
         return out
 
     def explain(self, prefix) -> list[dict]:

@@ -90,6 +90,22 @@ def _print_peers(rows) -> None:
             print(f"{'':<28}{'; '.join(extra)}")
 
 
+def _print_adverts(rows) -> None:
+    for row in rows:
+        print(row["prefix"])
+        for peer, a in row["peers"].items():
+            attrs = [f"next-hop {a['nextHop']}"]
+            attrs += [f"{k} {a[v]}" for k, v in (("local-pref", "localPref"), ("med", "med")) if a[v] is not None]
+            if a["prepend"]:
+                attrs.append(f"prepend {a['prepend']}")
+            if a["communities"]:
+                attrs.append("communities " + " ".join(a["communities"]))
+            if a["largeCommunities"]:
+                attrs.append("large " + " ".join(a["largeCommunities"]))
+            state = "announced" if a["announced"] else "pending (session not up)"
+            print(f"    to {peer:<24} {', '.join(attrs)}  [from {', '.join(a['sources'])}; {a['policy']}; {state}]")
+
+
 def _print_fib(data) -> None:
     print(f"# table {data['table']} protocol {data['protocol']}"
           f"{'' if data['gate_open'] else ' (sync gate closed: adopted routes held)'}")
@@ -102,13 +118,16 @@ def _print_fib(data) -> None:
 
 
 def cmd_show(args) -> int:
-    data = _get(args.api, f"/api/{args.what}")
+    query = f"?{urllib.parse.urlencode({'peer': args.peer})}" if args.peer and args.what == "adverts" else ""
+    data = _get(args.api, f"/api/{args.what}{query}")
     if args.json:
         print(json.dumps(data, indent=2))
     elif args.what == "rib":
         _print_rib(data)
     elif args.what == "peers":
         _print_peers(data)
+    elif args.what == "adverts":
+        _print_adverts(data)
     else:
         _print_fib(data)
     return 0
@@ -128,6 +147,12 @@ def cmd_explain(args) -> int:
     for b in data.get("bgp", []):
         verdict = "accepted" if b["accepted"] else "rejected"
         print(f"  from peer {b['peer']}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
+    for e in data.get("export", []):
+        if e["advertised"]:
+            state = "announced" if e["announced"] else "pending"
+            print(f"  advertised to {e['peer']} ({state}; from {', '.join(e['sources'])}; {e['policy']})")
+        else:
+            print(f"  not advertised to {e['peer']}: {e['reason']} ({e['policy'] or '-'} {e['statement']})")
     print(f"  decided by: {data['reason']}")
     if data["note"]:
         print(f"  {data['note']}")
@@ -159,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(fn=cmd_validate)
     api = os.environ.get("ROUTE_AGENT_API", DEFAULT_API)
     s = sub.add_parser("show", help="show the RIB or the FIB of a running agent")
-    s.add_argument("what", choices=["rib", "fib", "peers"])
+    s.add_argument("what", choices=["rib", "fib", "peers", "adverts"])
+    s.add_argument("--peer", help="adverts: only this peer (address or BgpPeer name)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--api", default=api)
     s.set_defaults(fn=cmd_show)

@@ -489,11 +489,13 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
     from .policy import BUILTIN_POLICIES  # (imported late: the policy models import this module)
 
     for i, obj in enumerate(objects):
-        name = obj.spec.import_policy if obj.kind == "BgpPeer" else None
-        if name is not None and name not in policies and name not in BUILTIN_POLICIES:
-            known = ", ".join(sorted([*policies, *BUILTIN_POLICIES]))
-            conflicts.append(Conflict(i, i, "spec.importPolicy",
-                                      f"no RoutePolicy named {name!r} (known: {known})"))
+        if obj.kind != "BgpPeer":
+            continue
+        for field, name in (("importPolicy", obj.spec.import_policy), ("exportPolicy", obj.spec.export_policy)):
+            if name is not None and name not in policies and name not in BUILTIN_POLICIES:
+                known = ", ".join(sorted([*policies, *BUILTIN_POLICIES]))
+                conflicts.append(Conflict(i, i, f"spec.{field}",
+                                          f"no RoutePolicy named {name!r} (known: {known})"))
     return conflicts
 
 
@@ -510,6 +512,8 @@ class Config(_Model):
     """RoutePolicy objects (agent.policy_models)."""
     speaker: Any = None
     """The BgpSpeaker object, or None (defaults)."""
+    adverts: tuple[Any, ...] = ()
+    """Advertisement objects (agent.export.models): what this node owns and may announce."""
 
     @model_validator(mode="after")
     def _unique_static_names(self) -> "Config":
@@ -534,6 +538,7 @@ class Config(_Model):
             peers=tuple(o for o in objects if o.kind == "BgpPeer"),
             policies=tuple(o for o in objects if o.kind == "RoutePolicy"),
             speaker=speakers[0] if speakers else None,
+            adverts=tuple(o for o in objects if o.kind == "Advertisement"),
         )
 
 

@@ -482,5 +482,6 @@ class Agent:
             "fib_state": state,
             "note": d.note,
             "bgp": self.bgp.explain(prefix) if self.bgp is not None else [],
+            "export": self.bgp.explain_export(prefix) if self.bgp is not None else [],
         }
 

@@ -95,6 +95,20 @@ def _bgp_metrics(a: "Agent"):
     yield held
     yield installed
     yield CounterMetricFamily("route_agent_bgp_updates", "UPDATE messages received.", value=bgp.updates)
+    adv = GaugeMetricFamily("route_agent_bgp_prefixes_advertised",
+                            "Prefixes we advertise to the peer (desired).", labels=["peer", "family"])
+    ann = CounterMetricFamily("route_agent_bgp_announces", "Announce commands sent to ExaBGP.", labels=["peer"])
+    wd = CounterMetricFamily("route_agent_bgp_withdraws", "Withdraw commands sent to ExaBGP.", labels=["peer"])
+    for addr in bgp.peers:
+        desired = bgp.export.desired.get(addr, {})
+        v6 = sum(1 for p in desired if p.family == 6)
+        adv.add_metric([addr, "ipv4"], len(desired) - v6)
+        adv.add_metric([addr, "ipv6"], v6)
+        ann.add_metric([addr], bgp.export.announces[addr])
+        wd.add_metric([addr], bgp.export.withdraws[addr])
+    yield adv
+    yield ann
+    yield wd
     yield CounterMetricFamily("route_agent_exabgp_restarts", "Times the ExaBGP child was restarted.",
                               value=bgp.speaker.restarts)
 

@@ -118,15 +118,25 @@ class Modifications:
     add_communities: tuple[str, ...] = ()
     add_large_communities: tuple[str, ...] = ()
     metric: int | None = None
+    med: int | None = None  # export
+    prepend: int | None = None  # export: extra copies of our AS
+    next_hop: str | None = None  # export: an address or "self"
 
     def then(self, later: "Modifications") -> "Modifications":
         """These modifications followed by `later`'s: later sets win, adds are merged."""
+        def pick(name):
+            value = getattr(later, name)
+            return getattr(self, name) if value is None else value
+
         return Modifications(
-            local_pref=self.local_pref if later.local_pref is None else later.local_pref,
-            distance=self.distance if later.distance is None else later.distance,
+            local_pref=pick("local_pref"),
+            distance=pick("distance"),
             add_communities=_merge(self.add_communities, later.add_communities),
             add_large_communities=_merge(self.add_large_communities, later.add_large_communities),
-            metric=self.metric if later.metric is None else later.metric,
+            metric=pick("metric"),
+            med=pick("med"),
+            prepend=pick("prepend"),
+            next_hop=pick("next_hop"),
         )
 
     def apply(self, attrs: BgpAttrs) -> BgpAttrs:
@@ -163,6 +173,12 @@ class Modifications:
             parts.append("add large-community " + " ".join(self.add_large_communities))
         if self.metric is not None:
             parts.append(f"metric {self.metric}")
+        if self.med is not None:
+            parts.append(f"med {self.med}")
+        if self.prepend is not None:
+            parts.append(f"prepend {self.prepend}")
+        if self.next_hop is not None:
+            parts.append(f"next-hop {self.next_hop}")
         return ", ".join(parts) or "no change"
 
     def __repr__(self) -> str:
@@ -448,6 +464,17 @@ def _next_hop_in(index: PrefixIndex) -> Condition:
     return next_hop_in
 
 
+def _labels_condition(want: dict[str, str]) -> Condition:
+    """Export: the advertisement carries all of `want` (routes without labels never match)."""
+    items = tuple(want.items())
+
+    def labels(prefix, nexthop, attrs) -> bool:
+        have = getattr(attrs, "labels", None)
+        return have is not None and all(have.get(k) == v for k, v in items)
+
+    return labels
+
+
 # ---------------------------------------------------------------------------------------------
 # Compiled and bound policies
 # ---------------------------------------------------------------------------------------------
@@ -511,6 +538,8 @@ def _compile_statement(index: int, stmt: Statement) -> _CompiledStatement:
             conds.append(_as_path_regex(c.as_path.regex))
     if c.next_hop_in is not None:
         conds.append(_next_hop_in(PrefixIndex(c.next_hop_in)))
+    if c.advertisement_labels is not None:
+        conds.append(_labels_condition(dict(c.advertisement_labels)))
     peer_addresses = None
     if c.peer_address is not None:
         peer_addresses = PrefixIndex(p if "/" in p else str(host_prefix(p)) for p in c.peer_address)
@@ -520,6 +549,9 @@ def _compile_statement(index: int, stmt: Statement) -> _CompiledStatement:
         add_communities=tuple(dict.fromkeys(a.add_community)),
         add_large_communities=tuple(dict.fromkeys(a.add_large_community)),
         metric=a.set_kernel_metric,
+        med=a.set_med,
+        prepend=a.prepend_as_path,
+        next_hop=a.set_next_hop,
     )
     return _CompiledStatement(
         index=index,

@@ -73,6 +73,7 @@ from .config import (
     U32_MAX,
     Distance,
     DnsLabel,
+    IPAddress,
     IPPrefix,
     Metadata,
     _at,
@@ -301,6 +302,8 @@ class Conditions(_Model):
     """The session with the peer is eBGP or iBGP."""
     next_hop_in: PrefixList | None = None
     """The route's next hop lies in one of these prefixes."""
+    advertisement_labels: dict[StrictStr, StrictStr] | None = None
+    """Export only: the advertisement (`Advertisement` metadata.labels) has all these labels."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,7 +311,7 @@ class Conditions(_Model):
 # ---------------------------------------------------------------------------------------------
 
 _MODIFICATIONS = ("set_local_pref", "set_admin_distance", "add_community", "add_large_community",
-                  "set_kernel_metric")
+                  "set_kernel_metric", "set_med", "prepend_as_path", "set_next_hop")
 
 
 class Actions(_Model):
@@ -326,6 +329,12 @@ class Actions(_Model):
     """Large communities added to the route."""
     set_kernel_metric: U32 | None = None
     """Metric of the kernel route (default: the FIB's metric)."""
+    set_med: U32 | None = None
+    """Export: the MULTI_EXIT_DISC sent with the route."""
+    prepend_as_path: StrictInt | None = Field(None, ge=1, le=16)
+    """Export: prepend our AS this many extra times."""
+    set_next_hop: IPAddress | Literal["self"] | None = None
+    """Export: the next hop sent with the route (``self``: our session address)."""
 
     def modifications(self) -> list[str]:
         """Python names of the modifications this statement makes."""

@@ -361,6 +361,8 @@ class Lab:
         os.makedirs(workdir, exist_ok=True)
         self.tor = stack.enter_context(namespace("ra-bl-tor-"))
         self.node = stack.enter_context(namespace("ra-bl-node-"))
+        for ns in (self.tor, self.node):  # no IPv6: no link-local routes/DAD events mid-measurement
+            sh("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", ns=ns)
         sh("ip", "-n", self.node, "link", "add", "up0", "type", "veth", "peer", "name", "tor0", "netns", self.tor)
         sh("ip", "-n", self.node, "addr", "add", f"{NODE_ADDR}/24", "dev", "up0")
         sh("ip", "-n", self.tor, "addr", "add", f"{TOR_ADDR}/24", "dev", "tor0")
@@ -368,6 +370,12 @@ class Lab:
         sh("ip", "-n", self.node, "link", "set", "up0", "up")
         for ns in (self.tor, self.node):
             sh("sysctl", "-qw", f"net.ipv4.tcp_rmem={TCP_MEM}", f"net.ipv4.tcp_wmem={TCP_MEM}", ns=ns)
+        # the carrier comes up up to ~1 s after "link set up" (linkwatch): settle before measuring
+        deadline = time.monotonic() + 10
+        while json.loads(sh("ip", "-n", self.node, "-j", "link", "show", "up0"))[0].get("operstate") != "UP":
+            if time.monotonic() > deadline:
+                raise TimeoutError("veth up0 did not come up")
+            time.sleep(0.02)
         self.tor_bird = Bird(self.tor, os.path.join(workdir, "tor"), tor_config(n, distinct))
         stack.callback(self.tor_bird.close)
         deadline = time.monotonic() + 120
@@ -599,6 +607,12 @@ def main() -> int:
         print("bgp_learn: needs root (network namespaces)", file=sys.stderr)
         return 2
     sys.path.insert(0, ROOT)
+
+    def terminate(signum, frame):  # SIGTERM/SIGHUP: unwind, so every run's cleanup happens
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
     kinds = [k for k in ("agent", "exabgp_alone", "bird") if k in args.only.split(",")]
     tables = [(False, args.shared), (True, args.distinct)]
     tables = [(d, n) for d, n in tables if n > 0]

@@ -350,11 +350,11 @@ def test_unknown_top_level_field():
     "head,field,message",
     [
         ({"apiVersion": "v1", "kind": "StaticRoutes"}, "apiVersion",
-         "unknown apiVersion 'v1': known is routeagent.io/v1alpha1 (kinds AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker)"),
+         "unknown apiVersion 'v1': known is routeagent.io/v1alpha1 (kinds AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement)"),
         ({"kind": "StaticRoutes"}, "apiVersion", "Field required: use routeagent.io/v1alpha1"),
         ({"apiVersion": API, "kind": "BgpNeighbor"}, "kind",
-         "unknown kind 'BgpNeighbor': known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker"),
-        ({"apiVersion": API}, "kind", "Field required: known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker"),
+         "unknown kind 'BgpNeighbor': known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement"),
+        ({"apiVersion": API}, "kind", "Field required: known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement"),
     ],
 )
 def test_unknown_api_version_or_kind(head, field, message):

@@ -38,6 +38,9 @@ def _route(agent: "Agent", path: str, query: dict[str, list[str]]) -> tuple[int,
         return _json(views.fib(agent))
     if path == "/api/peers":
         return _json(views.peers(agent))
+    if path == "/api/adverts":
+        peer = (query.get("peer") or [None])[0]
+        return _json(agent.bgp.advert_views(peer) if agent.bgp is not None else [])
     if path == "/api/explain":
         text = (query.get("prefix") or [""])[0]
         try:

@@ -142,6 +142,9 @@ class BgpPeerSpec(_Model):
     """Limits on received prefixes, at most one per family."""
     allow_default_route: StrictBool = False
     """Accept 0.0.0.0/0 and ::/0 from this peer (the hijack guard refuses them otherwise)."""
+    export_policy: StrictStr | None = Field(None, max_length=253)
+    """Name of the export policy; unset: nothing is advertised to an eBGP peer (RFC 8212), every
+    selected advertisement to an iBGP peer."""
     allow_covering_routes: StrictBool = False
     """Accept routes that cover the node's own prefixes (aggregates such as a fabric /16)."""
 

@@ -1,0 +1,100 @@
+"""Configuration of what the node advertises: the `Advertisement` kind.
+
+DOC: an `Advertisement` is a set of prefixes the node owns (pod CIDRs, IP pools, VIPs or plain
+prefixes), with the labels of its metadata (export policies select by them) and its own BGP
+attributes. Which peers get it: `peerSelector.matchLabels` over the `BgpPeer` objects' labels
+(none: every peer whose session carries the family), then each peer's export policy.
+`aggregateLength` announces, per family, the covering prefix of that length instead of the
+members (a pool of /32 VIPs as one /24). In cluster mode the Kubernetes sources (Node podCIDRs,
+Services) produce the same advertisements.
+
+    apiVersion: routeagent.io/v1alpha1
+    kind: Advertisement
+    metadata: {name: pods, labels: {type: pod-cidr}}
+    spec:
+      type: podCIDR
+      prefixes: [10.244.1.0/24, "fd00:244:1::/64"]
+      communities: ["65000:100"]
+      largeCommunities: ["65000:1:2"]
+      med: 10
+      localPref: 200               # iBGP peers only
+      asPathPrepend: 1
+      peerSelector: {matchLabels: {role: tor}}
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictInt, StrictStr, model_validator
+from pydantic_core import InitErrorDetails
+
+from ..config import API_VERSION, IPAddress, IPPrefix, Metadata, _at, _Model, _raise
+from ..policy_models import Community, LargeCommunity
+
+U32_MAX = 2**32 - 1
+
+
+class PeerSelector(_Model):
+    """Selects BgpPeer objects by their metadata.labels."""
+
+    match_labels: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    """Every one of these labels must be on the peer (empty: every peer)."""
+
+
+class AggregateLength(_Model):
+    ipv4: StrictInt | None = Field(None, ge=0, le=32)
+    """Announce the covering /N of the IPv4 members instead of the members."""
+    ipv6: StrictInt | None = Field(None, ge=0, le=128)
+    """Announce the covering /N of the IPv6 members instead of the members."""
+
+
+class AdvertisementSpec(_Model):
+    type: Literal["podCIDR", "pool", "vip", "prefix"] = "prefix"
+    """What the prefixes are (shown by `route-agent show adverts`)."""
+    prefixes: tuple[IPPrefix, ...] = Field(min_length=1, max_length=65536)
+    """The prefixes this node owns and may announce."""
+    aggregate_length: AggregateLength | None = None
+    """Announce covering prefixes of these lengths instead of the members."""
+    communities: tuple[Community, ...] = ()
+    large_communities: tuple[LargeCommunity, ...] = ()
+    med: StrictInt | None = Field(None, ge=0, le=U32_MAX)
+    local_pref: StrictInt | None = Field(None, ge=0, le=U32_MAX)
+    """Sent to iBGP peers only (LOCAL_PREF never crosses an AS boundary)."""
+    as_path_prepend: StrictInt = Field(0, ge=0, le=16)
+    """Extra copies of our AS in front of the path."""
+    next_hop: IPAddress | Literal["self"] = "self"
+    peer_selector: PeerSelector = Field(default_factory=PeerSelector)
+
+    @model_validator(mode="after")
+    def _rules(self) -> "AdvertisementSpec":
+        errors: list[InitErrorDetails] = []
+        seen: dict[str, int] = {}
+        for i, p in enumerate(self.prefixes):
+            if p in seen:
+                errors.append(_at(("prefixes", i), p, "duplicate_prefix",
+                                  f"duplicate prefix {p} (already prefixes[{seen[p]}])"))
+            seen.setdefault(p, i)
+        agg = self.aggregate_length
+        if agg is not None:
+            for i, p in enumerate(self.prefixes):
+                length = int(p.rsplit("/", 1)[1])
+                limit = agg.ipv6 if ":" in p else agg.ipv4
+                if limit is not None and limit > length:
+                    family = "ipv6" if ":" in p else "ipv4"
+                    errors.append(_at(("aggregateLength", family), limit, "aggregate_longer",
+                                      f"aggregate /{limit} is longer than member {p}"))
+        _raise(type(self).__name__, errors)
+        return self
+
+
+class Advertisement(_Model):
+    """Prefixes this node owns and may announce to its BGP peers."""
+
+    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
+    kind: Literal["Advertisement"] = "Advertisement"
+    metadata: Metadata
+    spec: AdvertisementSpec
+
+
+KINDS = {"Advertisement": Advertisement}

@@ -1,0 +1,89 @@
+"""Speaker reconciler: per peer, what we want announced vs what ExaBGP was told; only the difference.
+
+DOC: pure logic; it returns speaker commands and never waits for ExaBGP (the speaker queues them
+without blocking, so a slow or dead ExaBGP loses nothing we want: the desired state stays here).
+
+* `set_desired(peer, adverts)`: the new desired set; for a peer whose session is up, the
+  announce / withdraw commands for the differences (an attribute change is a re-announce).
+* `session_up(peer)`: everything desired for the peer, then End-of-RIB for each of its families
+  (ExaBGP runs with ``manual-eor``), so a graceful-restart peer that kept our routes as stale sees
+  them refreshed and nothing withdrawn.
+* `speaker_restarted()`: the new ExaBGP knows nothing; every up session is re-announced when it
+  comes up again.
+
+Counters `announces` / `withdraws` per peer are exported as metrics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from ..model import Prefix
+from ..speaker.codec import AnnounceEor, AnnounceRoute, WithdrawRoute
+from ..speaker.events import Family
+from .desired import Advert, AdvertAttrs
+
+_FAMILIES = {4: Family.IPV4_UNICAST, 6: Family.IPV6_UNICAST}
+
+
+class ExportReconciler:
+    def __init__(self) -> None:
+        self.desired: dict[str, dict[Prefix, Advert]] = {}
+        self.announced: dict[str, dict[Prefix, AdvertAttrs]] = {}
+        self.local_as: dict[str, tuple[int, bool]] = {}  # peer -> (our AS, eBGP)
+        self.up: set[str] = set()
+        self.announces: Counter[str] = Counter()
+        self.withdraws: Counter[str] = Counter()
+
+    def configure(self, peer: str, local_as: int, ebgp: bool) -> None:
+        self.local_as[peer] = (local_as, ebgp)
+
+    def forget(self, peer: str) -> None:
+        for d in (self.desired, self.announced, self.local_as):
+            d.pop(peer, None)
+        self.up.discard(peer)
+
+    def _announce(self, peer: str, prefix: Prefix, attrs: AdvertAttrs) -> AnnounceRoute:
+        local_as, ebgp = self.local_as.get(peer, (0, True))
+        path = ()
+        if attrs.prepend:
+            path = (local_as,) * (attrs.prepend + (1 if ebgp else 0))  # ExaBGP adds none once a path is given
+        self.announces[peer] += 1
+        return AnnounceRoute(str(prefix), next_hop=attrs.next_hop, peer=peer,
+                             local_pref=None if ebgp else attrs.local_pref, med=attrs.med,
+                             communities=attrs.communities, large_communities=attrs.large_communities,
+                             as_path=path)
+
+    def set_desired(self, peer: str, adverts: Mapping[Prefix, Advert]) -> list:
+        self.desired[peer] = dict(adverts)
+        if peer not in self.up:
+            return []
+        return self._diff(peer)
+
+    def _diff(self, peer: str) -> list:
+        want = self.desired.get(peer, {})
+        have = self.announced.setdefault(peer, {})
+        out = []
+        for prefix, advert in want.items():
+            if have.get(prefix) != advert.attrs:
+                out.append(self._announce(peer, prefix, advert.attrs))
+                have[prefix] = advert.attrs
+        for prefix in [p for p in have if p not in want]:
+            del have[prefix]
+            self.withdraws[peer] += 1
+            out.append(WithdrawRoute(str(prefix), peer=peer))
+        return out
+
+    def session_up(self, peer: str, families: Iterable[int]) -> list:
+        self.up.add(peer)
+        self.announced[peer] = {}
+        out = self._diff(peer)
+        return out + [AnnounceEor(_FAMILIES[f], peer) for f in sorted(families)]
+
+    def session_down(self, peer: str) -> None:
+        self.up.discard(peer)
+
+    def speaker_restarted(self) -> None:
+        self.up.clear()
+        self.announced.clear()

@@ -1,0 +1,140 @@
+"""Export: selection, policy attributes, aggregation, the merge rule, and the reconciler's diffs."""
+
+import pytest
+
+from agent.export.desired import AdvertAttrs, ExportPeer, desired_for_peer, owned_prefixes
+from agent.export.models import Advertisement
+from agent.export.reconciler import ExportReconciler
+from agent.policy import compile_policies
+from agent.policy_models import RoutePolicy
+from agent.speaker.codec import AnnounceEor, AnnounceRoute, WithdrawRoute
+from tests.factories import P
+
+
+def adv(name, prefixes, labels=None, **spec):
+    return Advertisement.model_validate({"metadata": {"name": name, "labels": labels or {}},
+                                         "spec": {"prefixes": prefixes, **spec}})
+
+
+def policy(name, statements, default="reject"):
+    return RoutePolicy.model_validate({"metadata": {"name": name},
+                                       "spec": {"defaultAction": default, "statements": statements}})
+
+
+EBGP = ExportPeer("10.0.0.1", 65001, 65000, True, frozenset({4, 6}), {"role": "tor"}, "out")
+IBGP = ExportPeer("10.0.0.2", 65000, 65000, False, frozenset({4}), {"role": "rr"}, None)
+POLICIES = compile_policies([policy("out", [
+    {"name": "pods", "conditions": {"advertisementLabels": {"type": "pod"}},
+     "actions": {"result": "accept", "addCommunity": ["65000:100"], "setMed": 5}},
+    {"name": "vips", "conditions": {"prefixSet": [{"prefix": "192.0.2.0/24", "match": "orLonger"}]},
+     "actions": {"result": "accept", "prependAsPath": 2}},
+])])
+
+
+def run(peer, adverts, policies=POLICIES):
+    out, rejected = desired_for_peer(peer, adverts, policies)
+    return {str(p): a for p, a in out.items()}, {str(p): v.reason.value for p, v in rejected.items()}
+
+
+@pytest.mark.parametrize("peer,adverts,expect,rejected", [
+    # the policy selects by label and adds attributes
+    (EBGP, [adv("pods", ["10.244.1.0/24", "fd00:244:1::/64"], {"type": "pod"})],
+     {"10.244.1.0/24": AdvertAttrs(communities=("65000:100",), med=5),
+      "fd00:244:1::/64": AdvertAttrs(communities=("65000:100",), med=5)}, {}),
+    # default reject for what no statement accepts
+    (EBGP, [adv("misc", ["198.51.100.0/24"])], {}, {"198.51.100.0/24": "default_reject"}),
+    # prefix set statement: prepend
+    (EBGP, [adv("vip", ["192.0.2.10/32"])], {"192.0.2.10/32": AdvertAttrs(prepend=2)}, {}),
+    # iBGP without a policy: everything selected, local-pref kept (iBGP only), v6 not a family
+    (IBGP, [adv("pods", ["10.244.1.0/24", "fd00:244:1::/64"], localPref=300)],
+     {"10.244.1.0/24": AdvertAttrs(local_pref=300)}, {}),
+    # eBGP: local-pref never sent
+    (EBGP, [adv("pods", ["10.244.1.0/24"], {"type": "pod"}, localPref=300)],
+     {"10.244.1.0/24": AdvertAttrs(communities=("65000:100",), med=5)}, {}),
+    # peer selector
+    (IBGP, [adv("tor-only", ["10.244.1.0/24"], peerSelector={"matchLabels": {"role": "tor"}})], {}, {}),
+    # aggregation: only the covering prefix
+    (IBGP, [adv("vips", ["10.96.0.10/32", "10.96.0.11/32", "10.96.1.0/32"], aggregateLength={"ipv4": 16})],
+     {"10.96.0.0/16": AdvertAttrs()}, {}),
+])
+def test_selection_policy_and_aggregation(peer, adverts, expect, rejected):
+    got, rej = run(peer, adverts)
+    assert {p: a.attrs for p, a in got.items()} == expect
+    assert rej == rejected
+
+
+def test_ebgp_without_export_policy_exports_nothing():
+    peer = ExportPeer("10.0.0.1", 65001, 65000, True, frozenset({4}), {}, None)
+    got, rej = run(peer, [adv("pods", ["10.244.1.0/24"])])
+    assert got == {} and rej == {"10.244.1.0/24": "no_policy"}
+
+
+def test_merge_rule_is_deterministic_union_highest_local_pref_lowest_med():
+    a = adv("a", ["10.244.1.0/24"], communities=["65000:1"], localPref=100, med=50, asPathPrepend=1)
+    b = adv("b", ["10.244.1.0/24"], communities=["65000:2", "65000:1"], localPref=200, med=10,
+            nextHop="10.0.0.9", largeCommunities=["65000:1:1"])
+    for order in ([a, b], [b, a]):
+        got, _ = run(IBGP, order)
+        advert = got["10.244.1.0/24"]
+        assert advert.attrs == AdvertAttrs(next_hop="self", local_pref=200, med=10,
+                                           communities=("65000:1", "65000:2"),
+                                           large_communities=("65000:1:1",), prepend=1)
+        assert advert.sources == ("a", "b")
+
+
+def test_owned_prefixes_include_members_and_aggregates():
+    owned = {str(p) for p in owned_prefixes([adv("v", ["10.96.0.10/32"], aggregateLength={"ipv4": 24})])}
+    assert owned == {"10.96.0.0/24", "10.96.0.10/32"}
+
+
+def test_aggregate_longer_than_a_member_is_rejected():
+    with pytest.raises(ValueError, match="longer than member"):
+        adv("v", ["10.96.0.0/16"], aggregateLength={"ipv4": 24})
+
+
+# ---- reconciler ----
+def adverts_for(n, med=None):
+    got, _ = desired_for_peer(IBGP, [adv("many", [f"10.{i >> 8}.{i & 255}.0/24" for i in range(n)], med=med)], {})
+    return got
+
+
+def test_session_up_announces_everything_then_eor():
+    r = ExportReconciler()
+    r.configure("10.0.0.2", 65000, False)
+    assert r.set_desired("10.0.0.2", adverts_for(3)) == []  # session not up: nothing sent
+    cmds = r.session_up("10.0.0.2", [4])
+    assert [type(c) for c in cmds] == [AnnounceRoute] * 3 + [AnnounceEor]
+
+
+def test_one_change_among_10000_adverts_sends_exactly_one_message():
+    r = ExportReconciler()
+    r.configure("10.0.0.2", 65000, False)
+    base = adverts_for(10000)
+    r.set_desired("10.0.0.2", base)
+    assert len(r.session_up("10.0.0.2", [4])) == 10001
+    changed = dict(base)
+    p = next(iter(changed))
+    changed[p] = adverts_for(1, med=7)[p]
+    assert r.set_desired("10.0.0.2", changed) == [AnnounceRoute(str(p), peer="10.0.0.2", med=7)]
+    del changed[p]
+    assert r.set_desired("10.0.0.2", changed) == [WithdrawRoute(str(p), peer="10.0.0.2")]
+    assert r.set_desired("10.0.0.2", changed) == []
+
+
+def test_prepend_on_ebgp_includes_our_own_as():
+    r = ExportReconciler()
+    r.configure("10.0.0.1", 65000, True)
+    r.session_up("10.0.0.1", [])
+    got, _ = desired_for_peer(EBGP, [adv("vip", ["192.0.2.10/32"])], POLICIES)
+    (cmd,) = r.set_desired("10.0.0.1", got)
+    assert cmd.as_path == (65000, 65000, 65000)
+
+
+def test_speaker_restart_reannounces_on_the_next_session_up():
+    r = ExportReconciler()
+    r.configure("10.0.0.2", 65000, False)
+    r.set_desired("10.0.0.2", adverts_for(2))
+    r.session_up("10.0.0.2", [4])
+    r.speaker_restarted()
+    assert r.set_desired("10.0.0.2", adverts_for(2)) == []  # down until the new ExaBGP is up
+    assert len(r.session_up("10.0.0.2", [4])) == 3
