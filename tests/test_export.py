@@ -71,6 +71,11 @@ def test_ebgp_without_export_policy_exports_nothing():
 
 def test_merge_rule_is_deterministic_union_highest_local_pref_lowest_med():
     a = adv("a", ["10.244.1.0/24"], communities=["65000:1"], localPref=100, med=50, asPathPrepend=1)
+    c = adv("c", ["10.244.1.0/24"], asPathPrepend=3)
+    ebgp = ExportPeer("10.0.0.1", 65001, 65000, True, frozenset({4}), {}, "acceptAll")
+    for order in ([a, c], [c, a]):  # prepend (eBGP only): the longest
+        got, _ = desired_for_peer(ebgp, order, compile_policies([]))
+        assert got[P("10.244.1.0/24")].attrs.prepend == 3
     b = adv("b", ["10.244.1.0/24"], communities=["65000:2", "65000:1"], localPref=200, med=10,
             nextHop="10.0.0.9", largeCommunities=["65000:1:1"])
     for order in ([a, b], [b, a]):
@@ -78,7 +83,7 @@ def test_merge_rule_is_deterministic_union_highest_local_pref_lowest_med():
         advert = got["10.244.1.0/24"]
         assert advert.attrs == AdvertAttrs(next_hop="self", local_pref=200, med=10,
                                            communities=("65000:1", "65000:2"),
-                                           large_communities=("65000:1:1",), prepend=1)
+                                           large_communities=("65000:1:1",), prepend=0)
         assert advert.sources == ("a", "b")
 
 

@@ -9,6 +9,9 @@ peerAs, peerAddress); actions set local-pref, MED, AS-path prepend, next hop and
 Without an export policy, RFC 8212: nothing goes to an eBGP peer (reason ``no_policy``), every
 selected prefix to an iBGP peer.
 
+Local-pref goes to iBGP peers only and AS-path prepending to eBGP peers only (our own AS in the
+path of an iBGP route makes every router of our AS drop it as a loop).
+
 Merge rule, when several advertisements give the same prefix to the same peer (documented in the
 README): communities and large communities are the union (in order of advertisement name), the
 highest local-pref, the lowest MED and the longest prepend win, and the next hop of the first
@@ -92,7 +95,7 @@ def _base(adv, ebgp: bool) -> AdvertAttrs:
     s = adv.spec
     return AdvertAttrs(next_hop=s.next_hop, local_pref=None if ebgp else s.local_pref, med=s.med,
                        communities=tuple(s.communities), large_communities=tuple(s.large_communities),
-                       prepend=s.as_path_prepend)
+                       prepend=s.as_path_prepend if ebgp else 0)
 
 
 def _apply(attrs: AdvertAttrs, mods, ebgp: bool) -> AdvertAttrs:
@@ -104,7 +107,7 @@ def _apply(attrs: AdvertAttrs, mods, ebgp: bool) -> AdvertAttrs:
         med=attrs.med if mods.med is None else mods.med,
         communities=tuple(dict.fromkeys(attrs.communities + tuple(mods.add_communities))),
         large_communities=tuple(dict.fromkeys(attrs.large_communities + tuple(mods.add_large_communities))),
-        prepend=attrs.prepend if mods.prepend is None else mods.prepend,
+        prepend=attrs.prepend if mods.prepend is None or not ebgp else mods.prepend,
     )
 
 

@@ -62,7 +62,7 @@ class AdvertisementSpec(_Model):
     local_pref: StrictInt | None = Field(None, ge=0, le=U32_MAX)
     """Sent to iBGP peers only (LOCAL_PREF never crosses an AS boundary)."""
     as_path_prepend: StrictInt = Field(0, ge=0, le=16)
-    """Extra copies of our AS in front of the path."""
+    """Extra copies of our AS in front of the path (eBGP peers only)."""
     next_hop: IPAddress | Literal["self"] = "self"
     peer_selector: PeerSelector = Field(default_factory=PeerSelector)
 

@@ -47,8 +47,8 @@ class ExportReconciler:
     def _announce(self, peer: str, prefix: Prefix, attrs: AdvertAttrs) -> AnnounceRoute:
         local_as, ebgp = self.local_as.get(peer, (0, True))
         path = ()
-        if attrs.prepend:
-            path = (local_as,) * (attrs.prepend + (1 if ebgp else 0))  # ExaBGP adds none once a path is given
+        if attrs.prepend and ebgp:
+            path = (local_as,) * (attrs.prepend + 1)  # ExaBGP adds none once a path is given
         self.announces[peer] += 1
         return AnnounceRoute(str(prefix), next_hop=attrs.next_hop, peer=peer,
                              local_pref=None if ebgp else attrs.local_pref, med=attrs.med,
