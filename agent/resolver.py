@@ -48,15 +48,31 @@ class Resolver:
     def add_connected(self, prefix: Prefix, dev: str) -> None:
         self._connected[(prefix, dev)] += 1
         if self._connected[(prefix, dev)] == 1:
-            self._changed()
+            self._connected_changed(prefix)
 
     def remove_connected(self, prefix: Prefix, dev: str) -> None:
         key = (prefix, dev)
         if self._connected.get(key, 0) <= 1:
             if self._connected.pop(key, None) is not None:
-                self._changed()
+                self._connected_changed(prefix)
         else:
             self._connected[key] -= 1
+
+    def _connected_changed(self, prefix: Prefix) -> None:
+        """A connected route came or went: only when it covers a gateway some cached resolution
+        used or looked for (an interface address on an unrelated subnet, an IPv6 link-local
+        route appearing) does anything need re-evaluating."""
+        if any(prefix.contains_address(*parse_address(gw)) for gw in self._cached_gateways()):
+            self._changed()
+        else:
+            self._by_length = sorted(self._connected, key=lambda k: -k[0].length)
+
+    def _cached_gateways(self) -> set[str]:
+        out = set()
+        for resolved, _why, original, _vias in self._cache.values():
+            out.update(nh.gateway for nh in original if nh.gateway)
+            out.update(nh.gateway for nh in resolved if nh.gateway)
+        return out
 
     def set_link(self, name: str, up: bool | None) -> bool:
         """Record a link state (None: the link is gone). Returns True when anything changed."""

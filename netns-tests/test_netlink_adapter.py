@@ -286,7 +286,7 @@ def test_big_table_number(ns):
 
 
 def test_monitor_sees_deletion_and_foreign_route(ns, fib):
-    with RouteMonitor(FibSettings(), fib.links) as monitor:
+    with RouteMonitor(FibSettings(), fib.links, drop_own_additions=False) as monitor:
         assert fib.apply([op(OpKind.REPLACE, "10.80.0.0/16", GW0)]) == []
         events = wait_events(monitor, lambda e: isinstance(e, RouteEvent) and str(e.prefix) == "10.80.0.0/16")
         echo = [e for e in events if isinstance(e, RouteEvent)][-1]
@@ -338,7 +338,7 @@ def test_ipv6_replace_between_single_and_multipath(ns, fib):
 
 
 def test_monitor_reports_overrun(ns, fib):
-    with RouteMonitor(FibSettings(), fib.links, buffer=4096) as monitor:
+    with RouteMonitor(FibSettings(), fib.links, buffer=4096, drop_own_additions=False) as monitor:
         ops = [Op(OpKind.REPLACE, Prefix.of(4, (10 << 24) | (i << 8), 24), GW0) for i in range(3000)]
         assert fib.apply(ops) == []
         events = wait_events(monitor, lambda e: isinstance(e, Overrun))
@@ -347,3 +347,16 @@ def test_monitor_reports_overrun(ns, fib):
         ns.ip("route", "add", "10.240.0.0/16", "via", "192.0.2.2", "proto", "static")
         wait_events(monitor, lambda e: isinstance(e, RouteEvent) and str(e.prefix) == "10.240.0.0/16")
         assert events
+
+
+def test_monitor_filter_drops_the_echo_of_our_additions_only(ns, fib):
+    """The default monitor never wakes up for our own additions (a kernel BPF filter), but still
+    sees our routes deleted and foreign routes added."""
+    with RouteMonitor(FibSettings(), fib.links) as monitor:
+        assert fib.apply([op(OpKind.REPLACE, "10.90.0.0/16", GW0)]) == []
+        ns.ip("route", "add", "10.91.0.0/16", "via", "192.0.2.2", "proto", "static")
+        events = wait_events(monitor, lambda e: isinstance(e, RouteEvent) and str(e.prefix) == "10.91.0.0/16")
+        assert [e for e in events if isinstance(e, RouteEvent) and str(e.prefix) == "10.90.0.0/16"] == []
+        ns.ip("route", "del", "10.90.0.0/16", "proto", str(PROTO))
+        events = wait_events(monitor, lambda e: isinstance(e, RouteEvent) and e.deleted)
+        assert [str(e.prefix) for e in events if isinstance(e, RouteEvent) and e.deleted] == ["10.90.0.0/16"]

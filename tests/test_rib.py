@@ -219,3 +219,15 @@ def test_recursive_route_appears_when_its_covering_route_arrives():
     assert rib.apply([up("10.20.0.0/16", bgp("10.30.0.1", ebgp=False))]) == {}
     ch = rib.apply([up("10.30.0.0/24", static("igp", "10.0.0.1"))])
     assert ch[P("10.20.0.0/16")].nexthops == (NextHop("10.0.0.1", "eth0"),)
+
+
+def test_an_unrelated_connected_route_does_not_reevaluate_the_table():
+    rib = rib_with_links("eth0", "eth1")
+    rib.apply([connected()])
+    rib.apply([up(f"192.168.{i}.0/24", static("a", "10.0.0.1")) for i in range(10)])
+    generation = rib.resolver.generation
+    assert rib.apply([connected(P("172.16.0.0/24"), "eth1"), connected(P("fe80::/64"), "eth1")]) == {}
+    assert rib.resolver.generation == generation
+    # one that covers a gateway in use does
+    ch = rib.apply([connected(P("10.0.0.0/25"), "eth1")])
+    assert ch[P("192.168.3.0/24")].nexthops == (NextHop("10.0.0.1", "eth1"),)

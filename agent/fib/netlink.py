@@ -29,8 +29,11 @@ a batch in which every op fails still fits its error replies.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import errno
 import os
+import struct
+import sys
 import select
 import socket
 import time
@@ -47,6 +50,7 @@ from .types import (
 )
 
 SOL_NETLINK = 270
+SO_ATTACH_FILTER = 26
 NETLINK_CAP_ACK = 10
 NETLINK_GET_STRICT_CHK = 12
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
@@ -386,16 +390,41 @@ class NetlinkFib:
                     return
 
 
+def attach_drop_own_additions(sock: socket.socket, protocol: int):
+    """A classic BPF socket filter that drops RTM_NEWROUTE notifications of our own protocol in
+    the kernel: they are the echo of our own writes (one per route, ~4 µs each to receive and
+    decode in Python). Deletions of our routes and everything foreign still arrive; a replace of
+    our route by someone using our protocol number is left to the periodic full scan.
+    Returns the filter buffer (keep it referenced while the socket lives)."""
+    newroute = int.from_bytes(RTM_NEWROUTE.to_bytes(2, sys.byteorder), "big")  # ldh is big-endian
+    insns = [
+        (0x28, 0, 0, 4),           # ldh [4]          nlmsg_type
+        (0x15, 0, 3, newroute),    # jeq RTM_NEWROUTE ? next : accept
+        (0x30, 0, 0, 16 + 5),      # ldb [21]         rtmsg.rtm_protocol
+        (0x15, 0, 1, protocol),    # jeq ours ? drop : accept
+        (0x06, 0, 0, 0),           # ret 0            drop
+        (0x06, 0, 0, 0xFFFFFFFF),  # ret all          accept
+    ]
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in insns))
+    fprog = struct.pack("HL", len(insns), ctypes.addressof(buf))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    return buf
+
+
 class RouteMonitor:
     """Kernel route and link change notifications for our table (see module doc)."""
 
     MAX_RECVS_PER_READ = 256
 
-    def __init__(self, settings: FibSettings, links: LinkIndex, buffer: int = DEFAULT_BUFFER):
+    def __init__(self, settings: FibSettings, links: LinkIndex, buffer: int = DEFAULT_BUFFER,
+                 drop_own_additions: bool = True):
         self.settings = settings
         self.links = links
         groups = codec.RTMGRP_LINK | codec.RTMGRP_IPV4_ROUTE | codec.RTMGRP_IPV6_ROUTE
         self.sock = open_socket(groups=groups, buffer=buffer, blocking=False)
+        self._filter = None
+        if drop_own_additions:
+            self._filter = attach_drop_own_additions(self.sock, settings.protocol)
         self.decoder = Decoder(settings, links.name_of)
         self._generation = links.generation
         self.overruns = 0
