@@ -316,9 +316,8 @@ class Agent:
             self._queue.put_nowait(Event("scan", "write-failed"))
         self.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
-        counts = Counter(op.kind.value for op in ops)
-        for kind, n in counts.items():
-            self.metrics.netlink_ops.labels(kind).inc(n)
+        for kind, n in Counter(op.kind for op in ops).items():
+            self.metrics.netlink_ops.labels(kind.value).inc(n)
         for e in errors[:20]:
             log.warning("netlink %s %s %s failed: %s", e.op.kind.value, e.op.prefix, e.op.route, e.message)
         for e in errors:

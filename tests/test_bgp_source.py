@@ -1,6 +1,5 @@
 """BGP source: session loss with and without graceful restart, End-of-RIB sweep, speaker restart."""
 
-from types import SimpleNamespace
 
 from agent.model import Candidate, NextHop, Origin, SourceKind, Update, nexthops
 from agent.sources.bgp import BgpPeerSettings, BgpSource
@@ -29,11 +28,10 @@ class FakeStage:
         if prefix in self.reject:
             was = prefix in mine
             mine.discard(prefix)
-            return SimpleNamespace(update=Update(prefix, self.origin(peer), None) if was else None,
-                                   maxprefix=SimpleNamespace(value="ok"))
+            return (None, Update(prefix, self.origin(peer), None) if was else None, "ok")
         mine.add(prefix)
         cand = Candidate(self.origin(peer), 20, nexthops(NextHop(nexthop)))
-        return SimpleNamespace(update=Update(prefix, self.origin(peer), cand), maxprefix=SimpleNamespace(value="ok"))
+        return (None, Update(prefix, self.origin(peer), cand), "ok")  # (verdict, update, max-prefix)
 
     def withdraw(self, peer, prefix):
         if prefix in self.accepted.get(peer, set()):

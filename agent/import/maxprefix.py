@@ -63,6 +63,13 @@ class MaxPrefixState(str, enum.Enum):
     HELD_DOWN = "held-down"  # session down after a teardown, restart delay not over
 
 
+# Members as module constants: attribute access on an Enum class costs a Python-level descriptor
+# call in 3.11, and admit() runs once per accepted prefix.
+_OK, _WARN, _DISCARD, _TEARDOWN = (MaxPrefixDecision.OK, MaxPrefixDecision.WARN,
+                                   MaxPrefixDecision.DISCARD, MaxPrefixDecision.TEARDOWN)
+_A_WARN, _A_DISCARD = MaxPrefixAction.WARN, MaxPrefixAction.DISCARD_EXTRA
+
+
 @dataclass(frozen=True, slots=True)
 class MaxPrefixLimit:
     """One family's limit for one peer."""
@@ -128,26 +135,26 @@ class MaxPrefix:
             fam = self._families.get((peer, family))
             if fam is not None:
                 fam.discarded += 1
-            return MaxPrefixDecision.DISCARD
+            return _DISCARD
         fam = self._families.get((peer, family))
         if fam is None:
             fam = self._families[(peer, family)] = _Family(None)
         limit = fam.limit
         if limit is None or fam.count < limit.limit:
             fam.count += 1
-            return MaxPrefixDecision.OK
+            return _OK
         action = limit.action
-        if action is MaxPrefixAction.WARN:
+        if action is _A_WARN:
             fam.count += 1
             if fam.warned:
-                return MaxPrefixDecision.OK
+                return _OK
             fam.warned = True
-            return MaxPrefixDecision.WARN
+            return _WARN
         fam.discarded += 1
-        if action is MaxPrefixAction.DISCARD_EXTRA:
-            return MaxPrefixDecision.DISCARD
+        if action is _A_DISCARD:
+            return _DISCARD
         self._torn[peer] = limit.restart_seconds
-        return MaxPrefixDecision.TEARDOWN
+        return _TEARDOWN
 
     def release(self, peer: str, family: int) -> None:
         """An accepted prefix of `peer` is gone (withdrawn, or now rejected)."""

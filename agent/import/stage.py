@@ -50,6 +50,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, NamedTuple
 
 from ..model import (
@@ -107,6 +108,10 @@ class ImportResult(NamedTuple):
     verdict: Verdict
     update: Update | None  # forward to the RIB when not None
     maxprefix: MaxPrefixDecision  # OK, or WARN / DISCARD / TEARDOWN for the caller to act on
+
+
+_result = partial(tuple.__new__, ImportResult)  # NamedTuples without their Python-level __new__:
+_update = partial(tuple.__new__, Update)  # one of each per received route
 
 
 class _Peer:
@@ -261,7 +266,7 @@ class ImportStage:
             st.held[base + 1] += 1
             self.accepted[key] = self.accepted.get(key, 0) + 1
             cand = self._candidate(st, nexthop, attrs, verdict.mods)
-            return ImportResult(verdict, Update(prefix, st.origin, cand), decision)
+            return _result((verdict, _update((prefix, st.origin, cand)), decision))
         rkey = (peer, 6 if v6 else 4, verdict.reason)
         self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
         if st.rejected_kept < self.keep_rejected:

@@ -110,17 +110,17 @@ class BgpSource:
             if s.stale and prefix in s.stale:
                 s.stale.discard(prefix)
                 was_stale = True
-            res = stage.receive(ev.peer, prefix, next_hop, attrs)
-            if res.update is not None:
-                out.updates.append(res.update)
+            update, decision = stage.receive(ev.peer, prefix, next_hop, attrs)[1:]
+            if update is not None:
+                out.updates.append(update)
             elif was_stale:  # re-announced but now rejected: the stale route must go
                 out.updates.append(Update(prefix, stage.origin(ev.peer), None))
-            decision = res.maxprefix.value if hasattr(res.maxprefix, "value") else str(res.maxprefix)
-            if decision == "teardown":
-                out.commands.append((ev.peer, "teardown"))
-                out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
-            elif decision == "warn":
-                out.logs.append(f"peer {ev.peer}: max-prefix limit exceeded")
+            if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
+                if decision == "teardown":
+                    out.commands.append((ev.peer, "teardown"))
+                    out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
+                elif decision == "warn":
+                    out.logs.append(f"peer {ev.peer}: max-prefix limit exceeded")
 
     def _eor(self, ev: EndOfRib, out: BgpOutput) -> None:
         s = self.sessions.get(ev.peer)

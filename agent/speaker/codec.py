@@ -42,6 +42,7 @@ family matches the session's: give an explicit next hop for IPv6 routes on an IP
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import sys
@@ -83,6 +84,10 @@ _IGNORED_TYPES = frozenset({"keepalive", "fsm", "signal", "negotiated", "operati
 def _is_link_local(address: str) -> bool:
     # fe80::/10 is fe80:: .. febf::; ExaBGP writes lower case
     return address[:3] == "fe8" or address[:3] == "fe9" or address[:3] == "fea" or address[:3] == "feb"
+
+
+# Announced(...) without its Python-level __new__: one per received prefix (hot path)
+_new_announced = functools.partial(tuple.__new__, Announced)
 
 
 class Decoder:
@@ -160,8 +165,9 @@ class Decoder:
             family = _FAMILIES.get(fam_name)
             if family is None:
                 continue
+            parse = Prefix.parse
             routes = _announced_v6(by_nexthop, attrs) if family is Family.IPV6_UNICAST else [
-                Announced(Prefix.parse(n["nlri"]), nh, attrs)
+                _new_announced((parse(n["nlri"]), nh, attrs, None))
                 for nh, nlris in by_nexthop.items()
                 for n in nlris
             ]
