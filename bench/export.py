@@ -33,6 +33,12 @@ pokes the receiver and, every 20 ms, `show status` pokes the sending BIRD: BIRD 
 last UPDATE for up to ~3 s while idle (design.md, section 5). net.ipv4.tcp_rmem/wmem are raised in
 both namespaces.
 
+About the reference: BIRD sends the whole table within ~1 ms of Established, but the last UPDATE
+then waits for the receiver's delayed ACK (Nagle): ~35-40 of the ~45 ms measured here. With
+--quickack (`quickack 1` on both link routes: no delayed ACKs) BIRD -> BIRD takes ~10-20 ms. The
+default keeps the kernel's defaults, which is what a real peering sees; the option shows the size of
+that fixed cost.
+
 (2) One change while N are announced (agent and BIRD): one prefix added to the configuration.
   * agent: the Advertisement file is rewritten (atomic rename) with N+1 prefixes and SIGHUP sent
     to the agent at once (the agent also polls its config every second; the start point is taken
@@ -49,7 +55,8 @@ Config load: `load_path` of the agent's configuration directory, timed in this p
 
 RSS of the agent (and its ExaBGP child and relay) once the N routes are at the receiver. CPU seconds
 per process from the session coming up (as seen by the poller) to the end point show where the
-time goes. --profile DIR adds one cProfile'd agent run (not timed) and prints the top functions.
+time goes; CPU % of the idle sender with N announced is measured for 2 s before the change.
+--profile DIR adds one cProfile'd agent run (not timed) and prints the top functions.
 
 Output: human-readable lines, then as the last line one JSON object: `agent_s`, `ref_s` (BIRD ->
 BIRD), `ratio` = agent_s / ref_s, `change_s` (agent), `ref_change_s` (BIRD), `exabgp_alone_s`,
@@ -99,6 +106,7 @@ HOLD_TIME = 90
 POLL_SECONDS = 0.002  # receiver's route count
 POKE_EVERY = 10  # polls between two pokes of the sending BIRD (20 ms)
 IO_POLL_SECONDS = 0.001  # relay write counter during the change
+IDLE_SECONDS = 2.0  # CPU of the idle sender measured over this long before the change
 PER_OBJECT = 50000  # prefixes per Advertisement object (the schema allows 65536)
 
 
@@ -375,7 +383,7 @@ def agent_log_times(path: str, text: str, after: float) -> list[float]:
 class Lab:
     """Namespaces `peer` (the receiving BIRD) and `node` (the sender) joined by a veth pair."""
 
-    def __init__(self, workdir: str, stack) -> None:
+    def __init__(self, workdir: str, stack, quickack: bool = False) -> None:
         from agent.nsutil import namespace
         from agent.speaker.birdlab import Bird
 
@@ -392,6 +400,10 @@ class Lab:
         sh("ip", "-n", self.node, "link", "set", "up0", "up")
         for ns in (self.peer, self.node):
             sh("sysctl", "-qw", f"net.ipv4.tcp_rmem={TCP_MEM}", f"net.ipv4.tcp_wmem={TCP_MEM}", ns=ns)
+        if quickack:  # no delayed ACKs on the session (see the module docstring)
+            for ns, dev, src in ((self.peer, "tor0", PEER_ADDR), (self.node, "up0", NODE_ADDR)):
+                sh("ip", "-n", ns, "route", "change", "10.0.0.0/24", "dev", dev, "proto", "kernel",
+                   "scope", "link", "src", src, "quickack", "1")
         deadline = time.monotonic() + 10  # the carrier comes up up to ~1 s after "link set up"
         while json.loads(sh("ip", "-n", self.node, "-j", "link", "show", "up0"))[0].get("operstate") != "UP":
             if time.monotonic() > deadline:
@@ -438,14 +450,15 @@ def exabgp_alone_command(workdir: str, ns: str, n: int) -> tuple[list[str], dict
 # ------------------------------------------------------------------------------------------------
 # one run
 
-def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None = None) -> dict:
+def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None = None,
+            quickack: bool = False) -> dict:
     """One measurement of sender `kind` (agent | bird | exabgp_alone) in fresh namespaces."""
     from contextlib import ExitStack
 
     from agent.speaker.birdlab import Bird
 
     with ExitStack() as stack:
-        lab = Lab(os.path.join(workdir, "lab"), stack)
+        lab = Lab(os.path.join(workdir, "lab"), stack, quickack)
         res: dict = {"kind": kind, "n": n}
         pids: dict[str, int] = {"receiver_bird": lab.receiver.proc.pid}
         cpu_up: dict[str, float] = {}
@@ -516,7 +529,11 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
         res["route_count"] = int(m.group(1)) if m else -1
         # ---- (2) one change: one prefix more
         if kind in ("agent", "bird") and not profile:
-            time.sleep(1.0)  # let the sender go idle (ExaBGP's acks drained, BIRD done)
+            time.sleep(0.5)  # let the sender go idle (ExaBGP's acks drained, BIRD done)
+            c0 = {k: proc_cpu(p) for k, p in pids.items()}
+            time.sleep(IDLE_SECONDS)  # CPU while idle with N announced
+            res["idle_cpu_pct"] = {k: round((proc_cpu(p) - c0[k]) / IDLE_SECONDS * 100, 1)
+                                   for k, p in pids.items() if k != "receiver_bird"}
             new = prefix_text(n)
             counter.expect(n + 1)
             if kind == "agent":
@@ -584,6 +601,8 @@ def describe(r: dict) -> str:
             parts.append(f"`configure` answered at {r['change_configure_reply_s'] * 1000:.1f} ms")
         if r.get("reloads", 1) != 1:
             parts.append(f"{r['reloads']} reloads logged")
+        if r.get("idle_cpu_pct"):
+            parts.append("idle CPU before it: " + ", ".join(f"{k} {v}%" for k, v in r["idle_cpu_pct"].items()))
         line += "\n" + " " * 16 + "; ".join(parts)
     return line
 
@@ -596,6 +615,8 @@ def main() -> int:
     ap.add_argument("--only", default="agent,bird,exabgp_alone", help="senders to run (comma list)")
     ap.add_argument("--profile", metavar="DIR", help="also run the agent once under cProfile (not timed)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, configs)")
+    ap.add_argument("--quickack", action="store_true",
+                    help="set `quickack 1` on the link routes of both namespaces (no delayed ACKs)")
     ap.add_argument("--exabgp-helper", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.exabgp_helper:
@@ -626,7 +647,7 @@ def main() -> int:
         for rep in range(args.repeat):
             for kind in kinds:  # interleaved, so slow drifts of the machine hit all alike
                 d = os.path.join(workdir, f"{kind}-{rep}")
-                r = run_one(kind, n, d, args.timeout)
+                r = run_one(kind, n, d, args.timeout, quickack=args.quickack)
                 runs.append(r)
                 print(describe(r), flush=True)
                 if kind not in best or r["seconds"] < best[kind]["seconds"]:
@@ -640,7 +661,8 @@ def main() -> int:
         if args.profile:
             os.makedirs(args.profile, exist_ok=True)
             path = os.path.abspath(os.path.join(args.profile, "agent-export.prof"))
-            r = run_one("agent", n, os.path.join(workdir, "profile"), args.timeout, profile=path)
+            r = run_one("agent", n, os.path.join(workdir, "profile"), args.timeout, profile=path,
+                        quickack=args.quickack)
             print(f"cProfile of the agent, {n} adverts (not timed; {r['seconds']:.2f}s under the profiler): {path}")
             print_profile(path)
     finally:
@@ -651,7 +673,7 @@ def main() -> int:
 
     a, b, e = best.get("agent"), best.get("bird"), best.get("exabgp_alone")
     ca, cb = best_change.get("agent"), best_change.get("bird")
-    result: dict = {"bench": "export", "n": n, "repeat": args.repeat,
+    result: dict = {"bench": "export", "n": n, "repeat": args.repeat, "quickack": args.quickack,
                     "agent_s": round(a["seconds"], 3) if a else None,
                     "ref": "bird static -> bird", "ref_s": round(b["seconds"], 3) if b else None}
     if a and b:
@@ -671,6 +693,10 @@ def main() -> int:
     if agents:
         result["agent_rss_mib"] = max(r["agent_rss_mib"] for r in agents)
         result["exabgp_rss_mib"] = max(r["exabgp_rss_mib"] for r in agents)
+        idle = [r["idle_cpu_pct"] for r in agents if r.get("idle_cpu_pct")]
+        if idle:
+            result["agent_idle_cpu_pct"] = max(i.get("agent", 0.0) for i in idle)
+            result["exabgp_idle_cpu_pct"] = max(i.get("exabgp", 0.0) for i in idle)
     line = ", ".join(f"{name} {r['seconds']:.3f}s ({n / r['seconds']:.0f}/s)"
                      for name, r in (("agent", a), ("BIRD->BIRD", b), ("ExaBGP alone", e)) if r)
     if "ratio" in result:
@@ -680,7 +706,8 @@ def main() -> int:
     print(f"{n} adverts: {line}")
     if ca or cb:
         print("one change with N announced: " + ", ".join(
-            f"{name} {r['change_s'] * 1000:.1f} ms" for name, r in (("agent (SIGHUP)", ca), ("BIRD (configure)", cb)) if r))
+            f"{name} {r['change_s'] * 1000:.1f} ms"
+            for name, r in (("agent (SIGHUP)", ca), ("BIRD (configure)", cb)) if r))
     if agents:
         print(f"RSS with {n} announced: agent {result['agent_rss_mib']} MiB, its ExaBGP {result['exabgp_rss_mib']} MiB "
               f"(+ relay {max(r['relay_rss_mib'] for r in agents)} MiB)")
