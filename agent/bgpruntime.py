@@ -51,6 +51,18 @@ def peer_key(peer: BgpPeer) -> str:
     return canonical_address(peer.spec.peer_address)
 
 
+def _import_key(config, distances) -> tuple:
+    """Everything that decides what the import side accepts: a change asks for route refresh."""
+    return (
+        tuple(p.model_dump_json() for p in config.policies),
+        tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
+               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as) for p in config.peers),
+        tuple(sorted((k.value, v) for k, v in distances.items())),
+        tuple(config.agent.protected_prefixes),
+        tuple(str(p) for p in owned_prefixes(config.adverts)),
+    )
+
+
 def _protected(config) -> list:
     """What the guard protects: the configured prefixes and everything the node advertises."""
     return [*config.agent.protected_prefixes, *owned_prefixes(config.adverts)]
@@ -71,8 +83,10 @@ class BgpRuntime:
         self._apply_peers(config.peers)
         self.source = BgpSource(self.stage, [self._settings(p) for p in config.peers],
                                 speaker_stale_seconds=config.agent.fib.stale_seconds)
+        # ExaBGP logs one INFO line per announce, which the agent reads only to drop it
         self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
-                               runtime_dir=runtime_dir, wrapper=wrapper)
+                               runtime_dir=runtime_dir, wrapper=wrapper, exabgp_log_level="WARNING")
+        self._import_key = _import_key(config, distances)
         self.updates = 0
         self._tasks: set[asyncio.Task] = set()
         self.refresh_exports()  # desired state ready before any session comes up
@@ -153,9 +167,12 @@ class BgpRuntime:
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
-        for addr, peer in self.peers.items():  # re-run every route through the new policy
-            for fam in peer.spec.families:
-                self.speaker.send(RequestRouteRefresh(fam, addr))
+        key = _import_key(config, distances)
+        if key != self._import_key:  # re-run every received route through the new import side
+            self._import_key = key
+            for addr, peer in self.peers.items():
+                for fam in peer.spec.families:
+                    self.speaker.send(RequestRouteRefresh(fam, addr))
         return out
 
     def _withdraw_all(self, addr: str, origin):

@@ -7,7 +7,7 @@ from agent.export.models import Advertisement
 from agent.export.reconciler import ExportReconciler
 from agent.policy import compile_policies
 from agent.policy_models import RoutePolicy
-from agent.speaker.codec import AnnounceEor, AnnounceRoute, WithdrawRoute
+from agent.speaker.codec import AnnounceAttributes, AnnounceEor, AnnounceRoute, WithdrawRoute
 from tests.factories import P
 
 
@@ -108,7 +108,9 @@ def test_session_up_announces_everything_then_eor():
     r.configure("10.0.0.2", 65000, False)
     assert r.set_desired("10.0.0.2", adverts_for(3)) == []  # session not up: nothing sent
     cmds = r.session_up("10.0.0.2", [4])
-    assert [type(c) for c in cmds] == [AnnounceRoute] * 3 + [AnnounceEor]
+    assert [type(c) for c in cmds] == [AnnounceAttributes, AnnounceEor]  # one shared attribute set
+    assert len(cmds[0].prefixes) == 3 and cmds[0].encode().startswith(
+        "neighbor 10.0.0.2 announce attributes next-hop self nlri 10.0.0.0/24 10.0.1.0/24")
 
 
 def test_one_change_among_10000_adverts_sends_exactly_one_message():
@@ -116,7 +118,8 @@ def test_one_change_among_10000_adverts_sends_exactly_one_message():
     r.configure("10.0.0.2", 65000, False)
     base = adverts_for(10000)
     r.set_desired("10.0.0.2", base)
-    assert len(r.session_up("10.0.0.2", [4])) == 10001
+    up = r.session_up("10.0.0.2", [4])
+    assert sum(len(c.prefixes) for c in up[:-1]) == 10000 and len(up) == 21  # 20 groups of 500, EoR
     changed = dict(base)
     p = next(iter(changed))
     changed[p] = adverts_for(1, med=7)[p]
@@ -142,4 +145,4 @@ def test_speaker_restart_reannounces_on_the_next_session_up():
     r.session_up("10.0.0.2", [4])
     r.speaker_restarted()
     assert r.set_desired("10.0.0.2", adverts_for(2)) == []  # down until the new ExaBGP is up
-    assert len(r.session_up("10.0.0.2", [4])) == 3
+    assert len(r.session_up("10.0.0.2", [4])) == 2

@@ -169,8 +169,9 @@ def owned_prefixes(adverts: Iterable) -> list[Prefix]:
     """Every prefix the node owns per its advertisements (members and aggregates): for the guard."""
     out: dict[Prefix, None] = {}
     for adv in adverts:
-        for p in members(adv, frozenset((4, 6))):
-            out[p] = None
+        if adv.spec.aggregate_length is not None:
+            for p in members(adv, frozenset((4, 6))):
+                out[p] = None
         for text in adv.spec.prefixes:
             out[Prefix.parse(text)] = None
     return list(out)

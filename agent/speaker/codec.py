@@ -332,21 +332,63 @@ class AnnounceRoute:
 
     def encode(self) -> str:
         prefix = Prefix.parse(str(self.prefix))
-        nh = "self" if self.next_hop == "self" else str(ipaddress.ip_address(self.next_hop))
-        parts = [f"{_selector(self.peer)}announce route {prefix} next-hop {nh}"]
-        if self.origin is not None:
-            parts.append(f"origin {BgpOrigin(self.origin).name.lower()}")
-        if self.local_pref is not None:
-            parts.append(f"local-preference {_u32(self.local_pref)}")
-        if self.med is not None:
-            parts.append(f"med {_u32(self.med)}")
-        if self.as_path:
-            parts.append("as-path [ " + " ".join(str(_u32(a)) for a in self.as_path) + " ]")
-        if self.communities:
-            parts.append("community [ " + " ".join(_community(c, 2) for c in self.communities) + " ]")
-        if self.large_communities:
-            parts.append("large-community [ " + " ".join(_community(c, 3) for c in self.large_communities) + " ]")
-        return " ".join(parts)
+        return f"{_selector(self.peer)}announce route {prefix} {_attributes(self)}"
+
+
+def _attributes(cmd) -> str:
+    """``next-hop ... [origin ...] [local-preference ...] ...`` of an announce command."""
+    nh = "self" if cmd.next_hop == "self" else str(ipaddress.ip_address(cmd.next_hop))
+    parts = [f"next-hop {nh}"]
+    if cmd.origin is not None:
+        parts.append(f"origin {BgpOrigin(cmd.origin).name.lower()}")
+    if cmd.local_pref is not None:
+        parts.append(f"local-preference {_u32(cmd.local_pref)}")
+    if cmd.med is not None:
+        parts.append(f"med {_u32(cmd.med)}")
+    if cmd.as_path:
+        parts.append("as-path [ " + " ".join(str(_u32(a)) for a in cmd.as_path) + " ]")
+    if cmd.communities:
+        parts.append("community [ " + " ".join(_community(c, 2) for c in cmd.communities) + " ]")
+    if cmd.large_communities:
+        parts.append("large-community [ " + " ".join(_community(c, 3) for c in cmd.large_communities) + " ]")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceAttributes:
+    """Many prefixes of one family sharing one set of attributes, as one command
+    (``announce attributes ... nlri P1 P2 ...``): ExaBGP works through its API queue a bounded
+    number of steps per loop, so one command per prefix caps announcements near 1,650/s."""
+
+    prefixes: tuple[Prefix | str, ...]
+    next_hop: str = "self"
+    peer: str | None = None
+    local_pref: int | None = None
+    med: int | None = None
+    communities: tuple[str, ...] = ()
+    large_communities: tuple[str, ...] = ()
+    as_path: tuple[int, ...] = ()
+    origin: BgpOrigin | None = None
+
+    def encode(self) -> str:
+        if not self.prefixes:
+            raise ValueError("announce attributes without prefixes")
+        nlri = " ".join(str(Prefix.parse(str(p))) for p in self.prefixes)
+        return f"{_selector(self.peer)}announce attributes {_attributes(self)} nlri {nlri}"
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawAttributes:
+    """Many prefixes of one family withdrawn with one command."""
+
+    prefixes: tuple[Prefix | str, ...]
+    peer: str | None = None
+
+    def encode(self) -> str:
+        if not self.prefixes:
+            raise ValueError("withdraw attributes without prefixes")
+        nlri = " ".join(str(Prefix.parse(str(p))) for p in self.prefixes)
+        return f"{_selector(self.peer)}withdraw attributes next-hop self nlri {nlri}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,7 +440,8 @@ class RequestRouteRefresh:
         return f"{_selector(self.peer)}announce route-refresh {Family(self.family).afi_safi}"
 
 
-Command = AnnounceRoute | WithdrawRoute | AnnounceEor | Teardown | RequestRouteRefresh
+Command = (AnnounceRoute | AnnounceAttributes | WithdrawRoute | WithdrawAttributes | AnnounceEor
+           | Teardown | RequestRouteRefresh)
 
 
 def encode(command: Command | str) -> str:
