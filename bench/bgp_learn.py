@@ -322,7 +322,10 @@ def node_bird_config() -> str:
                            export={}, import_all=True, hold_time=HOLD_TIME, graceful_restart=False))
 
 
-AGENT_YAML = f"""apiVersion: routeagent.io/v1alpha1
+def agent_yaml(peer_addr: str, peer_as: int, export: bool = False) -> str:
+    """The agent's configuration for the benchmark labs: one eBGP peer, acceptAll (and export)."""
+    exp = "  exportPolicy: acceptAll\n" if export else ""
+    return f"""apiVersion: routeagent.io/v1alpha1
 kind: AgentConfig
 metadata:
   name: node
@@ -333,14 +336,17 @@ kind: BgpPeer
 metadata:
   name: tor
 spec:
-  peerAddress: "{TOR_ADDR}"
-  peerAS: {TOR_AS}
+  peerAddress: "{peer_addr}"
+  peerAS: {peer_as}
   localAS: {NODE_AS}
   routerId: {NODE_ADDR}
   localAddress: "{NODE_ADDR}"
   holdTime: {HOLD_TIME}
   importPolicy: acceptAll
-"""
+{exp}"""
+
+
+AGENT_YAML = agent_yaml(TOR_ADDR, TOR_AS)
 
 
 def established_at(log_path: str) -> list[float]:

@@ -88,6 +88,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from bgp_learn import (  # noqa: E402  (stdlib-only module: the helpers run with -S)
+    agent_yaml,
     TCP_MEM,
     _read_pid,
     _stop,
@@ -159,26 +160,7 @@ def sender_bird_config(n: int) -> str:
                            export={4: ""}, import_all=False, hold_time=HOLD_TIME, graceful_restart=False))
 
 
-AGENT_YAML = f"""apiVersion: routeagent.io/v1alpha1
-kind: AgentConfig
-metadata:
-  name: node
-spec: {{}}
----
-apiVersion: routeagent.io/v1alpha1
-kind: BgpPeer
-metadata:
-  name: tor
-spec:
-  peerAddress: "{PEER_ADDR}"
-  peerAS: {PEER_AS}
-  localAS: {NODE_AS}
-  routerId: {NODE_ADDR}
-  localAddress: "{NODE_ADDR}"
-  holdTime: {HOLD_TIME}
-  importPolicy: acceptAll
-  exportPolicy: acceptAll
-"""
+AGENT_YAML = agent_yaml(PEER_ADDR, PEER_AS, export=True)
 
 
 def adverts_yaml(n: int) -> str:
