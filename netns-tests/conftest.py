@@ -56,6 +56,7 @@ class Monitor:
     def __init__(self, ns: str) -> None:
         self.ns = ns
         self.lines: list[str] = []
+        self._round = 0
         self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE,
                                      text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -68,12 +69,22 @@ class Monitor:
 
     def mark(self) -> None:
         """Add and delete a marker route and wait until the monitor shows both, so every event
-        before this call has been read."""
-        tag = f"198.51.100.{len(self.lines) % 250 + 1}"
-        start = len(self.lines)
-        ip(self.ns, "route", "add", f"{tag}/32", "dev", "lo", "proto", "250")
-        ip(self.ns, "route", "del", f"{tag}/32", "dev", "lo", "proto", "250")
-        wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 10, what="monitor marker")
+        before this call has been read. The first markers may go out before `ip monitor` has
+        subscribed: each round uses a new marker, until one is seen (deadline 15 s)."""
+        deadline = time.monotonic() + 15
+        while True:
+            self._round += 1
+            tag = f"198.51.100.{self._round % 250 + 1}"
+            start = len(self.lines)
+            ip(self.ns, "route", "add", f"{tag}/32", "dev", "lo", "proto", "250")
+            ip(self.ns, "route", "del", f"{tag}/32", "dev", "lo", "proto", "250")
+            try:
+                wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 1.0,
+                         what="monitor marker")
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
 
     def events(self) -> list[str]:
         return [l for l in self.lines if "198.51.100." not in l]
