@@ -73,7 +73,8 @@ class FibState:
         """The RIB's desired routes (None: nothing of ours) for some prefixes."""
         actual, pending, stale, fill, inflight = self.actual, self.pending, self.stale, self._fill, self.inflight
         for prefix, route in changes.items():
-            route = fill(route)
+            if route is not None and route.metric is None:
+                route = fill(route)
             if stale:
                 stale.discard(prefix)
             cur = inflight[prefix] if inflight and prefix in inflight else actual.get(prefix)

@@ -110,7 +110,7 @@ class BgpSource:
             if s.stale and prefix in s.stale:
                 s.stale.discard(prefix)
                 was_stale = True
-            update, decision = stage.receive(ev.peer, prefix, next_hop, attrs)[1:]
+            _verdict, update, decision = stage.receive(ev.peer, prefix, next_hop, attrs)
             if update is not None:
                 out.updates.append(update)
             elif was_stale:  # re-announced but now rejected: the stale route must go
