@@ -1,0 +1,45 @@
+"""The BGP runtime's views are plain JSON (the API serves them), with max-prefix and export state."""
+
+import importlib
+import json
+
+from agent.bgpruntime import BgpRuntime
+from agent.config import distances
+from agent.configload import load_text
+from agent.model import Prefix
+
+CONFIG = """apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor1, labels: {role: tor}}
+spec:
+  peerAddress: 10.0.0.1
+  peerAS: 65001
+  localAS: 65000
+  routerId: 10.0.0.254
+  importPolicy: acceptAll
+  exportPolicy: acceptAll
+  maxPrefix: [{family: ipv4-unicast, limit: 100, action: teardown, restartSeconds: 30}]
+---
+apiVersion: routeagent.io/v1alpha1
+kind: Advertisement
+metadata: {name: pods}
+spec: {prefixes: [10.244.1.0/24], communities: ["65000:100"]}
+"""
+
+
+def test_views_are_json_and_show_max_prefix_and_adverts(tmp_path):
+    config = load_text(CONFIG)
+    rt = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
+                    runtime_dir=str(tmp_path))
+    peers = json.loads(json.dumps(rt.peer_views(lambda addr: {4: 0, 6: 0})))
+    assert peers[0]["families"]["ipv4-unicast"]["maxPrefix"] == {
+        "limit": 100, "action": "teardown", "count": 0, "state": "ok", "discarded": 0}
+    adverts = json.loads(json.dumps(rt.advert_views()))
+    assert adverts[0]["prefix"] == "10.244.1.0/24"
+    assert adverts[0]["peers"]["10.0.0.1"]["communities"] == ["65000:100"]
+    assert adverts[0]["peers"]["10.0.0.1"]["announced"] is False  # no session yet
+    export = json.loads(json.dumps(rt.explain_export(Prefix.parse("10.244.1.0/24"))))
+    assert export == [{"peer": "10.0.0.1", "advertised": True, "sources": ["pods"],
+                       "policy": "acceptAll/default", "announced": False}]
+    # the advertised prefix is protected by the import guard
+    assert rt.guard.check(Prefix.parse("10.244.1.0/25")) is not None
