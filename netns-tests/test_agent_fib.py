@@ -226,3 +226,15 @@ def test_metric_change_on_reload_moves_routes_without_leaving_old_ones(node):
     # one route per prefix: the old-metric routes are gone (a dict by prefix would hide them)
     wait_for(lambda: len(ip_json(node.ns, "-4", "route", "show", "proto", str(PROTO))) == 3, 5)
     wait_for(lambda: len(ip_json(node.ns, "-6", "route", "show", "proto", str(PROTO))) == 2, 5)
+
+
+def test_ipv6_link_local_gateways_on_each_link(node):
+    """fe80::/64 exists once per link: a link-local next hop resolves on whichever device it names."""
+    node.write("static.yaml", static_routes("ll", '    - prefix: "2001:db8:30::/48"\n'
+                                                  '      nextHops: [{gateway: "fe80::1", device: up0}]\n'
+                                                  '    - prefix: "2001:db8:31::/48"\n'
+                                                  '      nextHops: [{gateway: "fe80::1", device: up1}]\n'))
+    node.start()
+    r = node.wait_routes(lambda r: {"2001:db8:30::/48", "2001:db8:31::/48"} <= set(r), family=6)
+    assert (r["2001:db8:30::/48"]["dev"], r["2001:db8:31::/48"]["dev"]) == ("up0", "up1")
+    assert r["2001:db8:30::/48"]["gateway"] == "fe80::1"

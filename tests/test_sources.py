@@ -16,7 +16,7 @@ def test_kernel_source_classifies_and_sweeps():
     ks = KernelSource(DEFAULT_DISTANCE)
     ups = ks.resync([fr("10.0.0.0/24", proto=2), fr("0.0.0.0/0", proto=16, metric=100, gw="10.0.0.1")])
     kinds = {str(u.prefix): (u.origin.kind, u.origin.name, u.candidate.distance) for u in ups}
-    assert kinds == {"10.0.0.0/24": (SourceKind.CONNECTED, "proto=kernel,metric=0", 0),
+    assert kinds == {"10.0.0.0/24": (SourceKind.CONNECTED, "proto=kernel,metric=0,dev=eth0", 0),
                      "0.0.0.0/0": (SourceKind.KERNEL, "proto=dhcp,metric=100", 0)}
     assert ks.resync([fr("10.0.0.0/24", proto=2)]) == [ks._update(fr("0.0.0.0/0", proto=16, metric=100, gw="10.0.0.1"), False)]
     assert ks.resync([fr("10.0.0.0/24", proto=2)]) == []  # nothing changed, nothing sent
@@ -54,3 +54,11 @@ def test_gate_opens_when_all_sources_synced_or_timer_fires():
     g2 = SyncGate({"kernel", "bgp/192.0.2.1"})
     g2.done("kernel")
     assert g2.expire() and "bgp/192.0.2.1" in g2.opened_by
+
+
+def test_device_routes_of_one_prefix_on_several_links_are_all_kept():
+    ks = KernelSource(DEFAULT_DISTANCE)
+    ups = ks.resync([fr("fe80::/64", proto=2, metric=256, dev="eth0"), fr("fe80::/64", proto=2, metric=256, dev="eth1")])
+    assert sorted(u.origin.name for u in ups) == ["proto=kernel,metric=256,dev=eth0", "proto=kernel,metric=256,dev=eth1"]
+    assert len(ks.seen(fr("fe80::/64", proto=2, metric=256, dev="eth1"), True)) == 1
+    assert len(ks.routes) == 1

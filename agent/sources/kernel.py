@@ -3,7 +3,8 @@
 DOC: every route in our table whose protocol is not ours (connected subnets with proto kernel, and
 boot, static, dhcp, ra, bird, zebra ...) is a candidate at the `connected` or `kernel` distance (0
 by default), so it beats ours and we never shadow or overwrite a route someone else owns. One
-origin per (protocol, metric), since the kernel keeps one route per prefix and metric.
+origin per (protocol, metric), since the kernel keeps one route per prefix and metric; device
+routes also per device (fe80::/64 exists once per IPv6 link).
 
 Fed by the start-up dump, the route monitor, and the periodic full scan, which is a mark-and-sweep
 (BIRD's rt_refresh_begin/end): whatever the scan no longer shows is withdrawn.
@@ -16,7 +17,13 @@ from collections.abc import Iterable, Mapping
 from ..fib.types import RTPROT_KERNEL, ForeignRoute, protocol_name
 from ..model import Candidate, Origin, Prefix, SourceKind, Update, intern
 
-Key = tuple[Prefix, int, int]  # prefix, protocol, metric
+Key = tuple  # prefix, protocol, metric, and the devices of a device route
+
+
+def _key(fr: ForeignRoute) -> Key:
+    """The kernel keeps one route per prefix and metric, except device routes of one prefix on
+    several interfaces (IPv6 link-local fe80::/64 on every link): those are told apart by device."""
+    return (fr.prefix, fr.protocol, fr.metric, fr.nexthops if fr.connected else ())
 
 
 class KernelSource:
@@ -26,7 +33,10 @@ class KernelSource:
 
     def _candidate(self, fr: ForeignRoute) -> Candidate:
         kind = SourceKind.CONNECTED if fr.protocol == RTPROT_KERNEL else SourceKind.KERNEL
-        origin = intern(Origin(kind, f"proto={protocol_name(fr.protocol)},metric={fr.metric}"))
+        name = f"proto={protocol_name(fr.protocol)},metric={fr.metric}"
+        if fr.connected:
+            name += ",dev=" + "+".join(nh.dev for nh in fr.nexthops)
+        origin = intern(Origin(kind, name))
         return intern(Candidate(origin, self.distances[kind], fr.nexthops, fr.type))
 
     def _update(self, fr: ForeignRoute, present: bool) -> Update:
@@ -34,7 +44,7 @@ class KernelSource:
         return Update(fr.prefix, cand.origin, cand if present else None)
 
     def seen(self, fr: ForeignRoute, deleted: bool) -> list[Update]:
-        key = (fr.prefix, fr.protocol, fr.metric)
+        key = _key(fr)
         if deleted:
             return [self._update(fr, False)] if self.routes.pop(key, None) is not None else []
         if self.routes.get(key) == fr:
@@ -44,7 +54,7 @@ class KernelSource:
 
     def resync(self, foreign: Iterable[ForeignRoute]) -> list[Update]:
         """A full dump: announce what is new or changed, withdraw what is gone."""
-        fresh = {(fr.prefix, fr.protocol, fr.metric): fr for fr in foreign}
+        fresh = {_key(fr): fr for fr in foreign}
         out = [self._update(fr, False) for key, fr in self.routes.items() if key not in fresh]
         out += [self._update(fr, True) for key, fr in fresh.items() if self.routes.get(key) != fr]
         self.routes = fresh
