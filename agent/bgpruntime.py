@@ -124,7 +124,8 @@ class BgpRuntime:
         s = peer.spec
         return ExportPeer(peer_key(peer), s.peer_as, s.local_as, s.ebgp,
                           frozenset(6 if f.value.startswith("ipv6") else 4 for f in s.families),
-                          dict(peer.metadata.labels), s.export_policy)
+                          dict(peer.metadata.labels), s.export_policy,
+                          session_family=6 if ":" in s.peer_address else 4)
 
     def refresh_exports(self) -> None:
         """Recompute every peer's desired advertisements; send the differences to up sessions."""

@@ -76,6 +76,7 @@ class Reason(str, enum.Enum):
     DEFAULT_ROUTE = "default_route"
     MARTIAN = "martian"
     MAX_PREFIX = "max_prefix"
+    NO_NEXT_HOP = "no_next_hop"  # export: next-hop self of the other family than the session's
 
     description: str  # set below
 
@@ -99,6 +100,8 @@ _DESCRIPTIONS = {
     Reason.DEFAULT_ROUTE: "default route from a peer not allowed to send defaults",
     Reason.MARTIAN: "martian prefix (loopback, link-local, multicast ...)",
     Reason.MAX_PREFIX: "over the peer's max-prefix limit",
+    Reason.NO_NEXT_HOP: "the session is of the other address family: 'self' is no next hop for "
+                        "this prefix; set nextHop on the Advertisement or setNextHop in the policy",
 }
 for _reason in Reason:
     _reason.description = _DESCRIPTIONS[_reason]

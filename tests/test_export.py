@@ -146,3 +146,11 @@ def test_speaker_restart_reannounces_on_the_next_session_up():
     r.speaker_restarted()
     assert r.set_desired("10.0.0.2", adverts_for(2)) == []  # down until the new ExaBGP is up
     assert len(r.session_up("10.0.0.2", [4])) == 2
+
+
+def test_next_hop_self_of_the_other_family_is_refused_with_a_reason():
+    peer = ExportPeer("10.0.0.2", 65000, 65000, False, frozenset({4, 6}), {}, None, session_family=4)
+    got, rej = run(peer, [adv("pods", ["10.244.1.0/24", "fd00:244:1::/64"])])
+    assert set(got) == {"10.244.1.0/24"} and rej == {"fd00:244:1::/64": "no_next_hop"}
+    got, rej = run(peer, [adv("pods6", ["fd00:244:1::/64"], nextHop="fd00::254")])
+    assert set(got) == {"fd00:244:1::/64"} and rej == {}

@@ -39,6 +39,7 @@ class ExportPeer:
     families: frozenset[int]  # 4 and/or 6
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     policy: str | None = None
+    session_family: int = 0  # 4 or 6: the family of the session's addresses (0: not checked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,7 @@ def merge(a: AdvertAttrs, b: AdvertAttrs) -> AdvertAttrs:
 NO_POLICY = shared_verdict(False, "default", Reason.NO_POLICY, NO_MODS, "")
 IBGP_DEFAULT = shared_verdict(True, "default", Reason.IBGP_NO_POLICY, NO_MODS, "")
 UNKNOWN = shared_verdict(False, "default", Reason.UNKNOWN_POLICY, NO_MODS, "")
+NO_NEXT_HOP_VERDICT = shared_verdict(False, "next hop", Reason.NO_NEXT_HOP, NO_MODS, "")
 
 
 def desired_for_peer(peer: ExportPeer, adverts: Iterable, policies: Mapping[str, CompiledPolicy],
@@ -153,8 +155,12 @@ def desired_for_peer(peer: ExportPeer, adverts: Iterable, policies: Mapping[str,
                 if prefix not in out:
                     rejected[prefix] = verdict
                 continue
-            rejected.pop(prefix, None)
             attrs = _apply(base, verdict.mods, peer.ebgp)
+            if attrs.next_hop == "self" and peer.session_family and prefix.family != peer.session_family:
+                if prefix not in out:
+                    rejected[prefix] = NO_NEXT_HOP_VERDICT
+                continue
+            rejected.pop(prefix, None)
             label = f"{verdict.policy}/{verdict.statement}" if verdict.policy else verdict.reason.value
             old = out.get(prefix)
             if old is None:
