@@ -161,6 +161,12 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_crds(args) -> int:
+    from .crds import run
+
+    return run(args.out, check=args.check)
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -182,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check configuration files and print every error")
     v.add_argument("path")
     v.set_defaults(fn=cmd_validate)
+    c = sub.add_parser("crds", help="print or write the CustomResourceDefinitions generated from the models")
+    c.add_argument("--out", metavar="DIR", help="write one file per kind into DIR (deploy/crds); "
+                   "default: print one multi-document YAML stream (for kubectl apply -f -)")
+    c.add_argument("--check", action="store_true",
+                   help="with --out: exit 1 when the files in DIR differ from the models")
+    c.set_defaults(fn=cmd_crds)
     api = os.environ.get("ROUTE_AGENT_API", DEFAULT_API)
     s = sub.add_parser("show", help="show the RIB or the FIB of a running agent")
     s.add_argument("what", choices=["rib", "fib", "peers", "adverts"])
