@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import gc
 import importlib
 import logging
 import os
@@ -45,6 +46,17 @@ from .sources.addresses import node_addresses
 from .sources.static import StaticSource
 
 log = logging.getLogger("route_agent")
+
+
+def _tune_gc() -> None:
+    """The routing state is a few big dicts of ints and shared objects, with hardly any reference
+    cycles, while a burst of routes allocates hundreds of thousands of short-lived tuples: with the
+    default threshold (700) the cyclic collector runs every few hundred routes and costs about a
+    quarter of the time per route. Collect young objects every 50,000 allocations instead, and
+    keep what start-up created (modules, configuration) out of every collection."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 _import = importlib.import_module(".import", __package__)  # the keyword-named package, once
 DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 
@@ -406,6 +418,7 @@ class Agent:
         from .api.server import serve  # the API is an outer layer
 
         loop = asyncio.get_running_loop()
+        _tune_gc()
         self._start_kernel()
         self._bgp_config = self.config
         self._load_config(self.config)
