@@ -56,6 +56,20 @@ MARTIANS: tuple[str, ...] = (
 )
 
 
+def _first_octets(prefixes) -> frozenset[int]:
+    """Every first octet an IPv4 prefix covered by one of `prefixes` can have."""
+    out: set[int] = set()
+    for p in map(Prefix.parse, prefixes):
+        if p.family == 4:
+            span = 1 << max(0, 8 - p.length)
+            first = p.address >> 24
+            out.update(range(first, first + span))
+    return frozenset(out)
+
+
+_MARTIAN_OCTETS4 = _first_octets(MARTIANS)
+
+
 class Guard:
     """Rejects routes that would hijack the node's own prefixes or addresses (see module doc)."""
 
@@ -117,9 +131,11 @@ class Guard:
             if not allow_default:
                 return self._verdict(Reason.DEFAULT_ROUTE, prefix)
         else:
-            hit = self._martians.covering(prefix)
-            if hit is not None:
-                return self._verdict(Reason.MARTIAN, hit)
+            # most IPv4 routes start with an octet no martian touches: skip the index walk
+            if prefix & V6_FLAG or (prefix >> 32) & 0xFF in _MARTIAN_OCTETS4:
+                hit = self._martians.covering(prefix)
+                if hit is not None:
+                    return self._verdict(Reason.MARTIAN, hit)
             if own:
                 if prefix in own:
                     return self._verdict(Reason.OWN_PREFIX, prefix)
