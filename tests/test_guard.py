@@ -162,3 +162,30 @@ def test_verdicts_are_shared(guard):
     b = guard.check(P("10.244.3.2/32"))
     assert a is b
     assert str(a).startswith("rejected by guard 10.244.3.0/24 (more_specific_of_own")
+
+
+def test_bucket_fast_path_keeps_every_verdict():
+    """The per-bucket shortcut must not change a verdict: own prefixes shorter than a bucket,
+    IPv6, covering routes, node addresses, next hops of the node, martians."""
+    import importlib
+
+    guard_mod = importlib.import_module("agent.import.guard")
+    from agent.model import Prefix
+
+    g = guard_mod.Guard(["10.0.0.0/7", "fd00:244::/32", "192.0.2.0/24"], ["172.16.5.9/24", "2001:db8::9/64"])
+    cases = {
+        "11.1.0.0/16": "more_specific_of_own",      # inside a /7 spanning two buckets
+        "10.0.0.0/7": "own_prefix",
+        "fd00:244:1::/48": "more_specific_of_own",
+        "192.0.0.0/16": "covers_own",
+        "172.16.5.9/32": "node_address",
+        "2001:db8::9/128": "node_address",
+        "127.0.0.0/16": "martian",
+        "ff02::/16": "martian",
+        "198.51.100.0/24": None,
+        "2a00:1::/32": None,
+    }
+    for text, reason in cases.items():
+        v = g.check(Prefix.parse(text), "203.0.113.1")
+        assert (v.reason.value if v else None) == reason, text
+    assert g.check(Prefix.parse("198.51.100.0/24"), "172.16.5.9").reason.value == "next_hop_is_node"

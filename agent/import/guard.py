@@ -68,12 +68,25 @@ def _first_octets(prefixes) -> frozenset[int]:
 
 
 _MARTIAN_OCTETS4 = _first_octets(MARTIANS)
+_V6_TAG = 1 << 16
+
+
+def _buckets_of(p: Prefix) -> range | list[int]:
+    """The top buckets a prefix spans (see `Guard._rebucket`)."""
+    if p.family == 4:
+        span = 1 << max(0, 8 - p.length)
+        first = (p.address >> 24) & ~(span - 1)
+        return range(first, first + span)
+    span = 1 << max(0, 16 - p.length)
+    first = (p.address >> 112) & ~(span - 1)
+    return [_V6_TAG | b for b in range(first, first + span)]
 
 
 class Guard:
     """Rejects routes that would hijack the node's own prefixes or addresses (see module doc)."""
 
-    __slots__ = ("_protected", "_martians", "_node_hosts", "_node_len", "_node_texts", "_verdicts")
+    __slots__ = ("_protected", "_martians", "_node_hosts", "_node_len", "_node_texts", "_verdicts",
+                 "_buckets")
 
     def __init__(self, protected: Iterable[Prefix | str] = (), node_addresses: Iterable[str] = ()):
         self._martians = PrefixIndex(MARTIANS)
@@ -82,6 +95,7 @@ class Guard:
         self._node_hosts = PrefixIndex()
         self._node_len: dict[Prefix, int] = {}
         self._node_texts: frozenset[str] = frozenset()
+        self._buckets: frozenset[int] = frozenset()
         self.set_protected(protected)
         self.set_node_addresses(node_addresses)
 
@@ -91,6 +105,7 @@ class Guard:
         """Replace the node's own prefixes (pod CIDRs, pools, VIPs, Service CIDRs)."""
         self._protected = PrefixIndex(prefixes)
         self._verdicts.clear()
+        self._rebucket()
 
     def set_node_addresses(self, addresses: Iterable[str]) -> None:
         """Replace the node's addresses: ``"10.0.0.5/24"`` (address and its subnet length, as
@@ -110,6 +125,16 @@ class Guard:
         self._node_hosts = PrefixIndex(lengths)
         self._node_texts = frozenset(texts)
         self._verdicts.clear()
+        self._rebucket()
+
+    def _rebucket(self) -> None:
+        """The top buckets (first octet of IPv4, first 16 bits of IPv6, tagged by family) in which
+        an own prefix or a node address lies. A route at least that long in another bucket can
+        neither equal, cover nor lie inside any of them: the hot path skips those checks."""
+        out: set[int] = set()
+        for p in (*self._protected, *self._node_hosts):
+            out.update(_buckets_of(p))
+        self._buckets = frozenset(out)
 
     @property
     def protected(self) -> frozenset[Prefix]:
@@ -126,6 +151,18 @@ class Guard:
               allow_covering: bool = False) -> Verdict | None:
         """None when the route may go on to the import policy, else the rejecting `Verdict`."""
         plen = prefix & 0xFF
+        if prefix & V6_FLAG:
+            bucket = _V6_TAG | ((prefix >> 120) & 0xFFFF) if plen >= 16 else None
+        else:
+            bucket = (prefix >> 32) & 0xFF if plen >= 8 else None
+        if bucket is not None and bucket not in self._buckets:  # the common case: nothing of ours near
+            if bucket & _V6_TAG or bucket in _MARTIAN_OCTETS4:
+                hit = self._martians.covering(prefix)
+                if hit is not None:
+                    return self._verdict(Reason.MARTIAN, hit)
+            if nexthop in self._node_texts:
+                return self._verdict(Reason.NEXT_HOP_IS_NODE, nexthop)  # type: ignore[arg-type]
+            return None
         own = self._protected
         if plen == 0:
             if not allow_default:
