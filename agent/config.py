@@ -250,6 +250,8 @@ class Metadata(_Model):
         default_factory=dict
     )
     """Kubernetes labels."""
+    annotations: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    """Kubernetes annotations (kept, not used; e.g. kubectl's last-applied-configuration)."""
 
 
 # ---------------------------------------------------------------------------------------------

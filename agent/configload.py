@@ -225,6 +225,7 @@ class _Loader:
         self.problems.extend(own)
         if cls is None:
             return
+        data = _as_configuration(data)
         try:
             obj = cls.model_validate(data, by_alias=True, by_name=False)
         except ValidationError as exc:
@@ -247,6 +248,24 @@ class _Loader:
         if self.problems:
             raise ConfigError(self.problems)
         return Config.from_objects(objects)
+
+
+# What the API server writes into an object: never configuration, so never an error either (an
+# object read back with `kubectl get -o yaml` validates like the manifest that created it).
+SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
+                   "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences",
+                   "finalizers")
+
+
+def _as_configuration(data: dict) -> dict:
+    """The document without `status` and server-set metadata."""
+    if "status" not in data and not (isinstance(data.get("metadata"), dict)
+                                     and any(k in data["metadata"] for k in SERVER_METADATA)):
+        return data
+    data = {k: v for k, v in data.items() if k != "status"}
+    if isinstance(data.get("metadata"), dict):
+        data["metadata"] = {k: v for k, v in data["metadata"].items() if k not in SERVER_METADATA}
+    return data
 
 
 def load_path(path: str | os.PathLike[str]) -> Config:

@@ -328,8 +328,8 @@ METADATA_RULES = [
     ({"name": "x", "labels": {"-bad": "v"}}, "StaticRoutes/x", "metadata.labels", "invalid label key '-bad'"),
     ({"name": "x", "labels": {"ok": "bad value"}}, "StaticRoutes/x", "metadata.labels",
      "invalid value 'bad value' of label 'ok'"),
-    ({"name": "x", "annotations": {"a": "b"}}, "StaticRoutes/x", "metadata.annotations",
-     "unknown field; known fields are name, namespace, labels"),
+    ({"name": "x", "annotaions": {"a": "b"}}, "StaticRoutes/x", "metadata.annotaions",
+     "unknown field; did you mean 'annotations'?"),
 ]
 
 
@@ -342,8 +342,8 @@ def test_metadata_rules(metadata, obj, field, message):
 
 def test_unknown_top_level_field():
     doc = _doc("StaticRoutes", "x", {"routes": []})
-    problem = _only(_yaml({**doc, "status": {}}))
-    assert (problem.field, problem.message) == ("status", "unknown field; known fields are apiVersion, kind, metadata, spec")
+    problem = _only(_yaml({**doc, "state": {}}))  # (status is accepted: what the server writes)
+    assert (problem.field, problem.message) == ("state", "unknown field; known fields are apiVersion, kind, metadata, spec")
 
 
 @pytest.mark.parametrize(
@@ -655,3 +655,25 @@ def test_schemas_are_closed_and_camel_case(kind):
             assert sub.get("additionalProperties") is False, sub.get("title")
             for name in sub["properties"]:
                 assert "_" not in name, name
+
+
+def test_an_object_read_back_from_the_api_server_validates():
+    """`kubectl get -o yaml` output: annotations, server-set metadata and status are accepted."""
+    text = """apiVersion: routeagent.io/v1alpha1
+kind: StaticRoutes
+metadata:
+  name: uplinks
+  annotations: {kubectl.kubernetes.io/last-applied-configuration: "{}"}
+  uid: 0b5c6f0e-1d1a-4a6e-9d8e-000000000000
+  resourceVersion: "4711"
+  generation: 2
+  creationTimestamp: "2026-12-03T08:00:00Z"
+  managedFields: [{manager: kubectl, operation: Update}]
+spec:
+  routes: [{prefix: 192.0.2.0/24, blackhole: true}]
+status: {observedGeneration: 2}
+"""
+    from agent.configload import load_text
+
+    config = load_text(text)
+    assert config.static[0].metadata.annotations == {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
