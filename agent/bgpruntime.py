@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from .model import SourceKind, Update, canonical_address
+from .model import SourceKind, canonical_address
 from .policy import compile_policies
 from .sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from .export.desired import ExportPeer, desired_for_peer, owned_prefixes
@@ -142,22 +142,17 @@ class BgpRuntime:
     def reconfigure(self, config, distances: dict[SourceKind, int]) -> BgpOutput:
         out = BgpOutput()
         old_peers = dict(self.peers)
+        wanted = {peer_key(p) for p in config.peers}
         for addr in self.peers:
-            if addr not in {peer_key(p) for p in config.peers}:
-                origin = self.stage.origin(addr)
-                out.updates += [u for u in self._withdraw_all(addr, origin)]
+            if addr not in wanted:  # withdraw before the stage forgets the peer's origin
+                out.updates += self.source.remove_peer(addr)
         removed = self._apply_peers(config.peers)
         for addr in removed:
-            self.source.sessions.pop(addr, None)
             self.export.forget(addr)
             self.export_rejected.pop(addr, None)
         for p in config.peers:
-            addr = peer_key(p)
-            if addr not in self.source.sessions:
-                self.source.sessions[addr] = BgpSource(self.stage, [self._settings(p)]).sessions[addr]
-            else:
-                self.source.sessions[addr].settings = self._settings(p)
-            self.stage.maxprefix.clear(addr)  # a config change ends a max-prefix hold-down
+            self.source.set_peer(self._settings(p))
+            self.stage.maxprefix.clear(peer_key(p))  # a config change ends a max-prefix hold-down
         self.held_down.clear()
         self.policies = compile_policies(config.policies)
         self.stage.set_policies(self.policies)
@@ -175,9 +170,6 @@ class BgpRuntime:
                 for fam in peer.spec.families:
                     self.speaker.send(RequestRouteRefresh(fam, addr))
         return out
-
-    def _withdraw_all(self, addr: str, origin):
-        return [Update(p, origin, None) for p in self.stage.accepted_prefixes(addr)]
 
     def set_node_addresses(self, addresses: list[str]) -> None:
         self.guard.set_node_addresses(addresses)

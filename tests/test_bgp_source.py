@@ -162,3 +162,15 @@ def test_a_notification_ends_graceful_restart_and_withdraws_at_once():
     src.handle(announce("10.1.0.0/16"), 1)
     out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 2)
     assert withdrawn(out) == ["10.1.0.0/16"] and out.timers == []
+
+
+def test_removing_a_peer_withdraws_its_accepted_and_its_stale_routes():
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    src.handle(PeerState(PEER, PeerStatus.DOWN), 2)  # 10.1.0.0/16 is now stale
+    src.handle(PeerState(PEER, PeerStatus.UP), 3)
+    src.handle(announce("10.2.0.0/16"), 4)  # accepted again
+    assert sorted(str(u.prefix) for u in src.remove_peer(PEER)) == ["10.1.0.0/16", "10.2.0.0/16"]
+    assert PEER not in src.sessions and src.remove_peer(PEER) == []

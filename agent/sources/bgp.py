@@ -73,6 +73,23 @@ class BgpSource:
         self.speaker_stale_seconds = speaker_stale_seconds
         self.sessions: dict[str, PeerSession] = {p.address: PeerSession(p) for p in peers}
 
+    def set_peer(self, settings: BgpPeerSettings) -> None:
+        """Add a peer or change its settings (its session state is kept)."""
+        s = self.sessions.get(settings.address)
+        if s is None:
+            self.sessions[settings.address] = PeerSession(settings)
+        else:
+            s.settings = settings
+
+    def remove_peer(self, peer: str) -> list[Update]:
+        """The peer left the configuration: withdraw its accepted and its stale routes."""
+        s = self.sessions.pop(peer, None)
+        if s is None:
+            return []
+        origin = self.stage.origin(peer)
+        gone = set(self.stage.accepted_prefixes(peer)) | s.stale
+        return [Update(p, origin, None) for p in gone]
+
     def handle(self, ev, now: float) -> BgpOutput:
         out = BgpOutput()
         if isinstance(ev, RouteUpdate):
@@ -149,7 +166,8 @@ class BgpSource:
                 # administrative shutdown, an error) ends it and the routes go at once
                 self._go_stale(s, s.gr_time, now, out)
             else:
-                out.updates += self._withdraw_all(s)
+                origin = self.stage.origin(ev.peer)
+                out.updates += [Update(p, origin, None) for p in self.stage.accepted_prefixes(ev.peer)]
                 self.stage.peer_down(ev.peer, now)
 
     # ---- stale handling ----
@@ -174,7 +192,3 @@ class BgpSource:
         out.updates += [Update(p, origin, None) for p in s.stale]
         s.stale.clear()
         s.stale_until = None
-
-    def _withdraw_all(self, s: PeerSession) -> list[Update]:
-        origin = self.stage.origin(s.settings.address)
-        return [Update(p, origin, None) for p in self.stage.accepted_prefixes(s.settings.address)]

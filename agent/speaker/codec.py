@@ -371,10 +371,13 @@ class AnnounceAttributes:
     origin: BgpOrigin | None = None
 
     def encode(self) -> str:
-        if not self.prefixes:
-            raise ValueError("announce attributes without prefixes")
-        nlri = " ".join(str(Prefix.parse(str(p))) for p in self.prefixes)
-        return f"{_selector(self.peer)}announce attributes {_attributes(self)} nlri {nlri}"
+        return f"{_selector(self.peer)}announce attributes {_attributes(self)} nlri {_nlri(self.prefixes)}"
+
+
+def _nlri(prefixes) -> str:
+    if not prefixes:
+        raise ValueError("an attributes command without prefixes")
+    return " ".join(str(Prefix.parse(str(p))) for p in prefixes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,10 +388,7 @@ class WithdrawAttributes:
     peer: str | None = None
 
     def encode(self) -> str:
-        if not self.prefixes:
-            raise ValueError("withdraw attributes without prefixes")
-        nlri = " ".join(str(Prefix.parse(str(p))) for p in self.prefixes)
-        return f"{_selector(self.peer)}withdraw attributes next-hop self nlri {nlri}"
+        return f"{_selector(self.peer)}withdraw attributes next-hop self nlri {_nlri(self.prefixes)}"
 
 
 @dataclass(frozen=True, slots=True)
