@@ -51,15 +51,14 @@ def peer_key(peer: BgpPeer) -> str:
     return canonical_address(peer.spec.peer_address)
 
 
-def _import_key(config, distances) -> tuple:
+def _import_key(config, distances, protected: list) -> tuple:
     """Everything that decides what the import side accepts: a change asks for route refresh."""
     return (
         tuple(p.model_dump_json() for p in config.policies),
         tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
                p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as) for p in config.peers),
         tuple(sorted((k.value, v) for k, v in distances.items())),
-        tuple(config.agent.protected_prefixes),
-        tuple(str(p) for p in owned_prefixes(config.adverts)),
+        tuple(str(p) for p in protected),
     )
 
 
@@ -72,7 +71,8 @@ class BgpRuntime:
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
                  *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
         self.imp = imp
-        self.guard = imp.Guard(_protected(config), node_addresses)
+        protected = _protected(config)
+        self.guard = imp.Guard(protected, node_addresses)
         self.policies = compile_policies(config.policies)
         self.stage = imp.ImportStage(self.guard, self.policies, distances=distances)
         self.export = ExportReconciler()
@@ -86,7 +86,7 @@ class BgpRuntime:
         # ExaBGP logs one INFO line per announce, which the agent reads only to drop it
         self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
                                runtime_dir=runtime_dir, wrapper=wrapper, exabgp_log_level="WARNING")
-        self._import_key = _import_key(config, distances)
+        self._import_key = _import_key(config, distances, protected)
         self.updates = 0
         self._tasks: set[asyncio.Task] = set()
         self.refresh_exports()  # desired state ready before any session comes up
@@ -157,13 +157,14 @@ class BgpRuntime:
         self.policies = compile_policies(config.policies)
         self.stage.set_policies(self.policies)
         self.stage.set_distances(distances)
-        self.guard.set_protected(_protected(config))
+        protected = _protected(config)
+        self.guard.set_protected(protected)
         self.adverts = tuple(config.adverts)
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
-        key = _import_key(config, distances)
+        key = _import_key(config, distances, protected)
         if key != self._import_key:  # re-run every received route through the new import side
             self._import_key = key
             for addr, peer in self.peers.items():

@@ -543,9 +543,9 @@ def _read_pid(path: str) -> int | None:
         return None
 
 
-def exabgp_alone_command(workdir: str, ns: str, report: str, n: int) -> tuple[list[str], dict]:
+def exabgp_command(workdir: str, ns: str, agent_yaml_text: str, helper: list[str]) -> tuple[list[str], dict]:
     """ExaBGP's argv and environment exactly as the agent's speaker would build them for the
-    same BgpPeer, with the JSON-decoding helper as the API process."""
+    BgpPeer of `agent_yaml_text`, with `helper` as its API process (shared with bench/export.py)."""
     from agent.configload import load_path
     from agent.speaker.exabgp_conf import read_secrets, render
     from agent.speaker.models import BgpSpeakerSpec
@@ -554,10 +554,9 @@ def exabgp_alone_command(workdir: str, ns: str, report: str, n: int) -> tuple[li
     confdir = os.path.join(workdir, "config")
     os.makedirs(confdir, exist_ok=True)
     with open(os.path.join(confdir, "agent.yaml"), "w") as f:
-        f.write(AGENT_YAML)
+        f.write(agent_yaml_text)
     config = load_path(confdir)
     settings = config.speaker.spec if config.speaker else BgpSpeakerSpec()
-    helper = [sys.executable, "-S", "-E", THIS, "--exabgp-helper", report, str(n)]
     conf = render(list(config.peers), settings, helper, read_secrets(config.peers), log_level="INFO")
     path = os.path.join(workdir, "exabgp.conf")
     with open(path, "w") as f:
@@ -568,6 +567,12 @@ def exabgp_alone_command(workdir: str, ns: str, report: str, n: int) -> tuple[li
     env.update(conf.env, EXABGP_ENVFILE=envfile, PYTHONUNBUFFERED="1")
     interp = resolve_interpreter(settings.interpreter)
     return ["ip", "netns", "exec", ns, interp, "-m", "exabgp", "server", path], env
+
+
+def exabgp_alone_command(workdir: str, ns: str, report: str, n: int) -> tuple[list[str], dict]:
+    """ExaBGP as the agent would run it, with the JSON-decoding helper as the API process."""
+    return exabgp_command(workdir, ns, AGENT_YAML,
+                          [sys.executable, "-S", "-E", THIS, "--exabgp-helper", report, str(n)])
 
 
 def describe(r: dict) -> str:

@@ -89,6 +89,7 @@ if HERE not in sys.path:
 
 from bgp_learn import (  # noqa: E402  (stdlib-only module: the helpers run with -S)
     agent_yaml,
+    exabgp_command,
     TCP_MEM,
     _read_pid,
     _stop,
@@ -396,37 +397,18 @@ class Lab:
 
 
 def exabgp_alone_command(workdir: str, ns: str, n: int) -> tuple[list[str], dict]:
-    """ExaBGP's argv and environment as the agent's speaker would build them for the same BgpPeer,
-    with the command-writing helper as its API process."""
-    from agent.configload import load_path
+    """ExaBGP as the agent would run it, with the command-writing helper as its API process
+    (one command per prefix, as most ExaBGP users send them)."""
     from agent.speaker.codec import AnnounceEor, AnnounceRoute, encode
     from agent.speaker.events import Family
-    from agent.speaker.exabgp_conf import read_secrets, render
-    from agent.speaker.models import BgpSpeakerSpec
-    from agent.speaker.process import resolve_interpreter
 
-    confdir = os.path.join(workdir, "config")
-    os.makedirs(confdir, exist_ok=True)
-    with open(os.path.join(confdir, "agent.yaml"), "w") as f:
-        f.write(AGENT_YAML)
-    config = load_path(confdir)
-    settings = config.speaker.spec if config.speaker else BgpSpeakerSpec()
+    os.makedirs(workdir, exist_ok=True)
     commands = os.path.join(workdir, "commands.txt")
-    with open(commands, "w") as f:  # the agent's exact command text (codec), then End-of-RIB
+    with open(commands, "w") as f:
         for i in range(n):
             f.write(encode(AnnounceRoute(prefix_text(i), next_hop="self", peer=PEER_ADDR)) + "\n")
         f.write(encode(AnnounceEor(Family.IPV4_UNICAST, PEER_ADDR)) + "\n")
-    helper = [sys.executable, "-S", "-E", THIS, "--exabgp-helper", commands]
-    conf = render(list(config.peers), settings, helper, read_secrets(config.peers), log_level="INFO")
-    path = os.path.join(workdir, "exabgp.conf")
-    with open(path, "w") as f:
-        f.write(conf.text)
-    envfile = os.path.join(workdir, "exabgp.env")
-    open(envfile, "w").close()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("exabgp")}
-    env.update(conf.env, EXABGP_ENVFILE=envfile, PYTHONUNBUFFERED="1")
-    interp = resolve_interpreter(settings.interpreter)
-    return ["ip", "netns", "exec", ns, interp, "-m", "exabgp", "server", path], env
+    return exabgp_command(workdir, ns, AGENT_YAML, [sys.executable, "-S", "-E", THIS, "--exabgp-helper", commands])
 
 
 # ------------------------------------------------------------------------------------------------
