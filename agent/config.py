@@ -255,6 +255,56 @@ class Metadata(_Model):
 
 
 # ---------------------------------------------------------------------------------------------
+# Label selectors (Kubernetes metav1.LabelSelector)
+# ---------------------------------------------------------------------------------------------
+
+
+class LabelSelectorRequirement(_Model):
+    """One requirement on a label: ``In``/``NotIn`` a set of values, ``Exists``/``DoesNotExist``."""
+
+    key: StrictStr = Field(min_length=1, max_length=317)
+    """The label key."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the key relates to the values."""
+    values: tuple[StrictStr, ...] = ()
+    """Non-empty for In and NotIn, empty for Exists and DoesNotExist."""
+
+    @model_validator(mode="after")
+    def _values(self) -> "LabelSelectorRequirement":
+        if self.operator in ("In", "NotIn") and not self.values:
+            _raise(type(self).__name__, [_at(("values",), [], "values_required",
+                                             f"operator {self.operator} needs at least one value")])
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            _raise(type(self).__name__, [_at(("values",), list(self.values), "values_forbidden",
+                                             f"operator {self.operator} takes no values")])
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if self.operator == "Exists":
+            return self.key in labels
+        if self.operator == "DoesNotExist":
+            return self.key not in labels
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        return labels.get(self.key) not in self.values  # NotIn: also true without the key
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector: every matchLabels pair and every expression must hold; an
+    empty selector selects everything."""
+
+    match_labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
+        default_factory=dict)
+    """Labels that must be present with exactly these values."""
+    match_expressions: tuple[LabelSelectorRequirement, ...] = Field((), max_length=64)
+    """Further requirements, all of which must hold."""
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return (all(labels.get(k) == v for k, v in self.match_labels.items())
+                and all(e.matches(labels) for e in self.match_expressions))
+
+
+# ---------------------------------------------------------------------------------------------
 # AgentConfig
 # ---------------------------------------------------------------------------------------------
 
@@ -411,6 +461,8 @@ class StaticRoute(_Model):
 class StaticRoutesSpec(_Model):
     routes: tuple[StaticRoute, ...] = ()
     """The routes; each prefix at most once per object."""
+    node_selector: LabelSelector | None = None
+    """The nodes that install these routes (their Node labels); unset: every node."""
 
     @model_validator(mode="after")
     def _unique_prefixes(self) -> "StaticRoutesSpec":
@@ -480,7 +532,9 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
                                       f"duplicate {obj.kind}/{obj.metadata.name}"))
         else:
             seen[key] = i
-        if obj.kind == "BgpPeer":
+        if obj.kind == "BgpPeer" and obj.spec.node_selector is None:
+            # peers selecting nodes may share an address (one anycast ToR address per rack):
+            # checked again among the peers of one node (`Config.for_node`)
             addr = obj.spec.peer_address
             if addr in peers:
                 conflicts.append(Conflict(i, peers[addr], "spec.peerAddress",
@@ -542,6 +596,50 @@ class Config(_Model):
             speaker=speakers[0] if speakers else None,
             adverts=tuple(o for o in objects if o.kind == "Advertisement"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """What node-selecting configuration needs to know about the node it runs on."""
+
+    name: str
+    labels: Any = ()  # Mapping[str, str]
+    ipv4: str | None = None  # default router id
+
+
+def _selected(obj, labels) -> bool:
+    sel = getattr(obj.spec, "node_selector", None)
+    return sel is None or sel.matches(labels)
+
+
+def for_node(config: Config, node: NodeIdentity) -> Config:
+    """The configuration as it applies on `node`: objects whose nodeSelector does not match its
+    labels left out, BgpPeer overrides applied and router ids defaulted to the node's IPv4
+    address. ValueError names every peer that is still without a router id or that clashes."""
+    labels = dict(node.labels)
+    peers = []
+    problems = []
+    for p in config.peers:
+        if not _selected(p, labels):
+            continue
+        spec = p.spec.for_node(node.name, node.ipv4)
+        if spec.router_id is None:
+            problems.append(f"BgpPeer/{p.metadata.name}: spec.routerId: unset, and node {node.name} "
+                            "has no IPv4 address to default to: set routerId or a nodeOverride")
+        peers.append(p.model_copy(update={"spec": spec}))
+    seen: dict[str, str] = {}
+    for p in peers:
+        other = seen.setdefault(p.spec.peer_address, p.metadata.name)
+        if other != p.metadata.name:
+            problems.append(f"BgpPeer/{p.metadata.name}: spec.peerAddress: BgpPeer/{other} already has "
+                            f"peerAddress {p.spec.peer_address} on node {node.name}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return config.model_copy(update={
+        "peers": tuple(peers),
+        "static": tuple(o for o in config.static if _selected(o, labels)),
+        "adverts": tuple(o for o in config.adverts if _selected(o, labels)),
+    })
 
 
 # ---------------------------------------------------------------------------------------------

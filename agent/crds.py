@@ -177,6 +177,17 @@ KIND_INFO: dict[str, KindInfo] = {
             Column("First Prefix", ".spec.prefixes[0]", priority=1),
         ),
     ),
+    "RouteAgentNodeState": KindInfo(
+        "routeagentnodestates", "routeagentnodestate", ("rastate",),
+        (
+            Column("Ready", ".status.ready", "boolean", "Initial re-sync done."),
+            Column("Peers Up", ".status.peersUp", "integer", "BGP sessions established."),
+            Column("Peers", ".status.peersTotal", "integer", "BGP sessions configured."),
+            Column("Installed", ".status.installed", "integer", "Routes in the kernel."),
+            Column("Advertised", ".status.advertisedTotal", "integer", "Prefixes advertised.", priority=1),
+            Column("Updated", ".status.updated", "date", priority=1),
+        ),
+    ),
 }
 
 NO_SERVER_DEFAULT = {kind: info.no_server_default for kind, info in KIND_INFO.items()}
@@ -504,7 +515,10 @@ def filename_for(kind_name: str) -> str:
 def all_crds(kinds: Mapping[str, type[BaseModel]] | None = None) -> dict[str, str]:
     """``{filename: yaml text}`` of every kind (default: `agent.kinds.KINDS`), sorted by filename."""
     if kinds is None:
-        from .kinds import KINDS as kinds
+        from .k8s.nodestate import STATUS_KINDS
+        from .kinds import KINDS
+
+        kinds = {**KINDS, **STATUS_KINDS}
     out = {
         filename_for(name): to_yaml(crd_for(name, model), f"{model.__module__}.{model.__qualname__}")
         for name, model in kinds.items()

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictInt, StrictStr, model_validator
+from pydantic import Field, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
-from ..config import API_VERSION, IPAddress, IPPrefix, Metadata, _at, _Model, _raise
+from ..config import API_VERSION, IPAddress, IPPrefix, LabelSelector, Metadata, _at, _Model, _raise
 from ..policy_models import Community, LargeCommunity
 
 U32_MAX = 2**32 - 1
@@ -49,11 +49,33 @@ class AggregateLength(_Model):
     """Announce the covering /N of the IPv6 members instead of the members."""
 
 
+class ServiceSelection(_Model):
+    """Which Service addresses a ``type: service`` advertisement announces from this node."""
+
+    selector: LabelSelector = Field(default_factory=LabelSelector)
+    """Services whose labels match (empty: every Service)."""
+    cluster_ip: StrictBool = Field(True, alias="clusterIP")
+    """Announce spec.clusterIPs (with internalTrafficPolicy Local: only with a ready local endpoint)."""
+    external_ips: StrictBool = Field(True, alias="externalIPs")
+    """Announce spec.externalIPs (with externalTrafficPolicy Local: only with a ready local endpoint)."""
+    load_balancer_ingress: StrictBool = True
+    """Announce status.loadBalancer.ingress[].ip of LoadBalancer Services (externalTrafficPolicy
+    Local: only with a ready local endpoint)."""
+    load_balancer_classes: tuple[StrictStr, ...] = Field((), max_length=64)
+    """LoadBalancer ingress of Services with one of these spec.loadBalancerClass values; empty:
+    only Services without a class (another implementation owns the others)."""
+
+
 class AdvertisementSpec(_Model):
-    type: Literal["podCIDR", "pool", "vip", "prefix"] = "prefix"
-    """What the prefixes are (shown by `route-agent show adverts`)."""
-    prefixes: tuple[IPPrefix, ...] = Field(min_length=1, max_length=65536)
-    """The prefixes this node owns and may announce."""
+    type: Literal["podCIDR", "pool", "vip", "prefix", "service"] = "prefix"
+    """What the prefixes are. ``podCIDR`` without prefixes: the Node's spec.podCIDRs;
+    ``service``: the VIPs of the selected Services (Kubernetes mode)."""
+    prefixes: tuple[IPPrefix, ...] = Field((), max_length=65536)
+    """The prefixes this node owns and may announce (required for pool, vip and prefix)."""
+    services: ServiceSelection | None = None
+    """With ``type: service``: which Services and which of their addresses (unset: all)."""
+    node_selector: LabelSelector | None = None
+    """The nodes that advertise this (their Node labels); unset: every node."""
     aggregate_length: AggregateLength | None = None
     """Announce covering prefixes of these lengths instead of the members."""
     communities: tuple[Community, ...] = ()
@@ -69,6 +91,15 @@ class AdvertisementSpec(_Model):
     @model_validator(mode="after")
     def _rules(self) -> "AdvertisementSpec":
         errors: list[InitErrorDetails] = []
+        if self.type in ("pool", "vip", "prefix") and not self.prefixes:
+            errors.append(_at(("prefixes",), [], "no_prefixes",
+                              f"type {self.type} needs at least one prefix"))
+        if self.type == "service" and self.prefixes:
+            errors.append(_at(("prefixes",), list(self.prefixes), "service_prefixes",
+                              "type service takes its prefixes from the Services: leave prefixes empty"))
+        if self.services is not None and self.type != "service":
+            errors.append(_at(("services",), "...", "services_without_type",
+                              f"services only applies to type service (type is {self.type})"))
         seen: dict[str, int] = {}
         for i, p in enumerate(self.prefixes):
             if p in seen:

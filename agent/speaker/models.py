@@ -32,7 +32,9 @@ from pydantic_core import InitErrorDetails
 from ..config import (
     API_VERSION,
     Distance,
+    DnsSubdomain,
     IPAddress,
+    LabelSelector,
     Metadata,
     _at,
     _check_dns_subdomain,
@@ -107,6 +109,19 @@ PolicyName = Annotated[StrictStr, AfterValidator(_check_policy_name)]
 SecretPath = Annotated[StrictStr, Field(max_length=4096), AfterValidator(_check_secret_path)]
 
 
+class NodeOverride(_Model):
+    """Values of one node that differ from the peer's common ones (one cluster-wide BgpPeer)."""
+
+    node_name: DnsSubdomain
+    """The Node (metadata.name) these values apply to."""
+    router_id: RouterId | None = None
+    """Our BGP identifier on this node."""
+    local_address: IPAddress | None = None
+    """Our source address on this node."""
+    local_as: ASN | None = Field(None, alias="localAS")
+    """Our AS number on this node."""
+
+
 class BgpPeerSpec(_Model):
     """One BGP neighbour of this node."""
 
@@ -116,8 +131,9 @@ class BgpPeerSpec(_Model):
     """The neighbour's AS number."""
     local_as: ASN = Field(alias="localAS")
     """Our AS number on this session (equal to peerAS: iBGP)."""
-    router_id: RouterId
-    """Our BGP identifier on this session (an IPv4 address, also on IPv6 sessions)."""
+    router_id: RouterId | None = None
+    """Our BGP identifier on this session (an IPv4 address, also on IPv6 sessions); unset: the
+    node's IPv4 InternalIP (Kubernetes) or the host's first global IPv4 address (standalone)."""
     local_address: IPAddress | None = None
     """Our source address for the session; unset: chosen by the kernel. Same family as peerAddress."""
     port: StrictInt = Field(179, ge=1, le=65535)
@@ -147,6 +163,11 @@ class BgpPeerSpec(_Model):
     selected advertisement to an iBGP peer."""
     allow_covering_routes: StrictBool = False
     """Accept routes that cover the node's own prefixes (aggregates such as a fabric /16)."""
+
+    node_selector: LabelSelector | None = None
+    """The nodes that have this session (their Node labels); unset: every node."""
+    node_overrides: tuple[NodeOverride, ...] = Field((), max_length=4096)
+    """Per-node values replacing routerId, localAddress or localAS on one named node."""
 
     @model_validator(mode="before")
     @classmethod
@@ -197,6 +218,15 @@ class BgpPeerSpec(_Model):
         if self.ebgp_multihop is not None and self.peer_as == self.local_as:
             errors.append(_at(("ebgpMultihop",), self.ebgp_multihop, "multihop_ibgp",
                               "ebgpMultihop applies to eBGP only (peerAS equals localAS)"))
+        names: dict[str, int] = {}
+        for i, o in enumerate(self.node_overrides):
+            if o.node_name in names:
+                errors.append(_at(("nodeOverrides", i, "nodeName"), o.node_name, "duplicate_node",
+                                  f"duplicate node {o.node_name} (already nodeOverrides[{names[o.node_name]}])"))
+            names.setdefault(o.node_name, i)
+            if o.local_address is not None and ipaddress.ip_address(o.local_address).version != peer.version:
+                errors.append(_at(("nodeOverrides", i, "localAddress"), o.local_address, "address_family",
+                                  f"localAddress {o.local_address} is not of the family of peerAddress"))
         seen: dict[Family, int] = {}
         for i, mp in enumerate(self.max_prefix):
             if mp.family in seen:
@@ -213,6 +243,18 @@ class BgpPeerSpec(_Model):
     @property
     def ebgp(self) -> bool:
         return self.peer_as != self.local_as
+
+    def for_node(self, node_name: str, node_ipv4: str | None) -> "BgpPeerSpec":
+        """This spec as it applies on one node: its override, and the router id defaulted to the
+        node's IPv4 address (still None when there is none: the caller reports it)."""
+        update: dict[str, Any] = {"node_overrides": (), "node_selector": None}
+        for o in self.node_overrides:
+            if o.node_name == node_name:
+                update |= {k: v for k, v in (("router_id", o.router_id), ("local_address", o.local_address),
+                                             ("local_as", o.local_as)) if v is not None}
+        if update.get("router_id", self.router_id) is None and node_ipv4 is not None:
+            update["router_id"] = node_ipv4
+        return self.model_copy(update=update)
 
     def read_md5_password(self) -> str | None:
         """The MD5 secret from `md5_password_file` (one trailing newline stripped), or None.
