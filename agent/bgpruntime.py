@@ -45,20 +45,21 @@ from .speaker import (
 from .speaker.models import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
+REFRESH_DELAY = 10.0
 
 
 def peer_key(peer: BgpPeer) -> str:
     return canonical_address(peer.spec.peer_address)
 
 
-def _import_key(config, distances, protected: list) -> tuple:
-    """Everything that decides what the import side accepts: a change asks for route refresh."""
+def _import_key(config, distances) -> tuple:
+    """Everything that decides what the import side accepts: a change asks for route refresh.
+    (The guard's protected prefixes are handled apart: `BgpRuntime._set_protected`.)"""
     return (
         tuple(p.model_dump_json() for p in config.policies),
         tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
                p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as) for p in config.peers),
         tuple(sorted((k.value, v) for k, v in distances.items())),
-        tuple(str(p) for p in protected),
     )
 
 
@@ -86,7 +87,10 @@ class BgpRuntime:
         # ExaBGP logs one INFO line per announce, which the agent reads only to drop it
         self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
                                runtime_dir=runtime_dir, wrapper=wrapper, exabgp_log_level="WARNING")
-        self._import_key = _import_key(config, distances, protected)
+        self._import_key = _import_key(config, distances)
+        self.cluster_protected: tuple = ()
+        self._cluster_others: frozenset = frozenset()
+        self._refresh_handle = None
         self.updates = 0
         self._tasks: set[asyncio.Task] = set()
         self.refresh_exports()  # desired state ready before any session comes up
@@ -157,20 +161,64 @@ class BgpRuntime:
         self.policies = compile_policies(config.policies)
         self.stage.set_policies(self.policies)
         self.stage.set_distances(distances)
-        protected = _protected(config)
-        self.guard.set_protected(protected)
         self.adverts = tuple(config.adverts)
+        out.updates += self._set_protected([*_protected(config), *self.cluster_protected])
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
-        key = _import_key(config, distances, protected)
+        key = _import_key(config, distances)
         if key != self._import_key:  # re-run every received route through the new import side
             self._import_key = key
-            for addr, peer in self.peers.items():
-                for fam in peer.spec.families:
-                    self.speaker.send(RequestRouteRefresh(fam, addr))
+            self._refresh_all()
         return out
+
+    def set_cluster_guard(self, config, protected, others) -> list:
+        """The cluster's share of the guard: `protected` (this node's pod CIDRs, every Service VIP,
+        the service CIDRs) and `others` (the other nodes' pod CIDRs). Returns RIB withdraws."""
+        others = frozenset(others)
+        grew = bool(others - self._cluster_others)
+        if others != self._cluster_others:
+            self.guard.set_cluster(others)
+            self._cluster_others = others
+        self.cluster_protected = tuple(protected)
+        return self._set_protected([*_protected(config), *self.cluster_protected], recheck=grew)
+
+    def _set_protected(self, protected, recheck: bool = False) -> list:
+        """Replace the guard's protected prefixes. Grown: accepted routes the guard now refuses
+        are withdrawn at once. Shrunk: routes refused before may be acceptable now, but ExaBGP
+        keeps no adj-RIB-in, so a route refresh is asked from every peer, at most every
+        `REFRESH_DELAY` seconds (Service churn must not turn into a refresh per change)."""
+        old = self.guard.protected
+        self.guard.set_protected(protected)
+        new = self.guard.protected
+        updates = []
+        if recheck or new - old:
+            for addr in self.peers:
+                updates += self.stage.recheck_guard(addr)
+        if old - new:
+            self._schedule_refresh()
+        return updates
+
+    def _schedule_refresh(self) -> None:
+        if self._refresh_handle is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not running (tests): at once
+            self._refresh_all()
+            return
+
+        def fire() -> None:
+            self._refresh_handle = None
+            self._refresh_all()
+
+        self._refresh_handle = loop.call_later(REFRESH_DELAY, fire)
+
+    def _refresh_all(self) -> None:
+        for addr, peer in self.peers.items():
+            for fam in peer.spec.families:
+                self.speaker.send(RequestRouteRefresh(fam, addr))
 
     def set_node_addresses(self, addresses: list[str]) -> None:
         self.guard.set_node_addresses(addresses)

@@ -36,8 +36,13 @@ def cmd_run(args) -> int:
     from .main import Agent
 
     try:
+        if args.config is None and not args.kubernetes:
+            print("route-agent run: give --config PATH (standalone) or --kubernetes (cluster mode)",
+                  file=sys.stderr)
+            return 2
         agent = Agent(args.config, flush_on_exit=args.flush_on_exit, api_port=args.api_port,
-                      api_address=args.api_address, state_dir=args.state_dir)
+                      api_address=args.api_address, state_dir=args.state_dir,
+                      kubernetes=args.kubernetes, kubeconfig=args.kubeconfig, node_name=args.node_name)
     except ConfigError as exc:
         print(format_problems(exc.problems), file=sys.stderr)
         return 1
@@ -178,7 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"))
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the agent")
-    r.add_argument("--config", required=True, help="YAML file or directory of YAML files")
+    r.add_argument("--config", help="YAML file or directory of YAML files (standalone mode)")
+    r.add_argument("--kubernetes", action="store_true",
+                   help="cluster mode: configuration from the routeagent.io CRDs, pod CIDRs and "
+                   "Service VIPs from the API server")
+    r.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+    r.add_argument("--node-name", help="this node's name (default $NODE_NAME, else the host name)")
     r.add_argument("--flush-on-exit", action="store_true", help="delete our routes on SIGTERM")
     r.add_argument("--api-port", type=int, help="override spec.api.port")
     r.add_argument("--api-address", help="override spec.api.address")

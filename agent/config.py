@@ -360,6 +360,9 @@ class AgentConfigSpec(_Model):
     or covering them are refused by the hijack guard."""
     api: ApiSpec = Field(default_factory=ApiSpec)
     """Local HTTP API."""
+    service_cidrs: tuple[IPPrefix, ...] = Field((), max_length=16, alias="serviceCIDRs")
+    """The cluster's Service CIDRs (kube-apiserver --service-cluster-ip-range): protected by the
+    hijack guard, with the CIDRs of ServiceCIDR objects (networking.k8s.io/v1)."""
 
 
 class AgentConfig(_Model):

@@ -25,13 +25,14 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from . import config as cfgmod
-from .configload import ConfigError, config_fingerprint, format_problems, load_path
+from .configload import ConfigError, Problem, config_fingerprint, format_problems, load_path
 from .fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
 from .fib.reconciler import FibState
 from .fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Op, OpError, OpKind, Overrun, RouteEvent
@@ -41,9 +42,12 @@ from .model import Prefix
 from .rib import Rib
 from .api import views
 from .bgpruntime import BgpRuntime
+from .speaker import PeerState, PeerStatus
 from .sources.kernel import ConnectedTable, KernelSource
 from .sources.addresses import node_addresses
 from .sources.static import StaticSource
+from .k8s.cluster import ClusterState
+from .k8s.status import node_status, utc_now
 
 log = logging.getLogger("route_agent")
 
@@ -61,6 +65,7 @@ _import = importlib.import_module(".import", __package__)  # the keyword-named p
 DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 
 RETRY_MIN, RETRY_MAX = 0.5, 30.0
+STATUS_SECONDS = 10.0
 CONFIG_POLL_SECONDS = 1.0
 
 
@@ -71,28 +76,30 @@ class Event:
 
 
 class Agent:
-    def __init__(self, config_path: str, *, flush_on_exit: bool = False,
+    def __init__(self, config_path: str | None, *, flush_on_exit: bool = False,
                  api_port: int | None = None, api_address: str | None = None,
-                 state_dir: str | None = None) -> None:
+                 state_dir: str | None = None, kubernetes: bool = False, kubeconfig: str | None = None,
+                 node_name: str | None = None) -> None:
         self.state_dir = state_dir or DEFAULT_STATE_DIR
         self.config_path = config_path
         self.flush_on_exit = flush_on_exit
         self.api_port_override = api_port
         self.api_address_override = api_address
-        self.config = load_path(config_path)  # invalid at start: ConfigError, nothing touched
-        self.fingerprint = config_fingerprint(config_path)
-        self.settings: FibSettings = cfgmod.fib_settings(self.config)
-        self.rib = Rib(max_paths=self.config.agent.max_paths, default_metric=self.settings.metric)
-        self.fib = FibState(self.settings)
-        self.kernel = KernelSource(cfgmod.distances(self.config))
-        self.connected = ConnectedTable()
-        self.static = StaticSource()
-        self.gate = SyncGate({"kernel", "config"})
-        self.bgp: BgpRuntime | None = None
-        if self.config.peers:
-            self._make_bgp(self.config)
-        self._installed_cache: tuple[float, dict] = (0.0, {})
+        self.node_name = node_name or os.environ.get("NODE_NAME") or socket.gethostname()
+        self.kubernetes = kubernetes
+        self.kubeconfig = kubeconfig
+        self.cluster: ClusterState | None = ClusterState(self.node_name) if kubernetes else None
+        self.kube = None  # the KubeSource, started by run()
+        if self.cluster is None:
+            # invalid at start: ConfigError, nothing touched
+            self.config = self._standalone(load_path(config_path))
+            self.fingerprint = config_fingerprint(config_path)
+        else:
+            self.config = cfgmod.Config()  # until the first list of the CRDs (see run())
+            self.fingerprint = None
+        self.base_config = self.config  # before the cluster's prefixes are filled in
         self.metrics = Metrics()
+        self._init_state(self.config)
         self.metrics.bind(self)
         self.metrics.reload_ok.set(1)
         self.ready = False
@@ -106,6 +113,33 @@ class Agent:
         self._flushing = False
         self._flush_after_gate = False
         self._synced_once = False
+        self._status_sent: dict | None = None
+
+    def _init_state(self, config) -> None:
+        """The routing state for `config` (again in cluster mode, once the CRDs are listed:
+        the FIB table and protocol must be right before the kernel is read)."""
+        self.settings: FibSettings = cfgmod.fib_settings(config)
+        self.rib = Rib(max_paths=config.agent.max_paths, default_metric=self.settings.metric)
+        self.fib = FibState(self.settings)
+        self.kernel = KernelSource(cfgmod.distances(config))
+        self.connected = ConnectedTable()
+        self.static = StaticSource()
+        self.gate = SyncGate({"kernel", "config"} | ({"kubernetes"} if self.cluster is not None else set()))
+        self.bgp: BgpRuntime | None = None
+        if config.peers:
+            self._make_bgp(config)
+        self._installed_cache: tuple[float, dict] = (0.0, {})
+
+    def _standalone(self, config):
+        """A file configuration as it applies on this host (nodeSelector sees no labels; the router
+        id defaults to the host's first global IPv4 address)."""
+        ipv4 = None
+        if any(p.spec.router_id is None for p in config.peers):
+            ipv4 = next((a.split("/")[0] for a in node_addresses() if ":" not in a), None)
+        try:
+            return cfgmod.for_node(config, cfgmod.NodeIdentity(self.node_name, {}, ipv4))
+        except ValueError as exc:
+            raise ConfigError([Problem(str(self.config_path), "", "", str(exc))]) from None
 
     # ---------------------------------------------------------------- start-up
     def _start_kernel(self) -> None:
@@ -132,10 +166,13 @@ class Agent:
         return self.netlink.dump()
 
     def _make_bgp(self, config) -> None:
-        self.bgp = BgpRuntime(_import, config, cfgmod.distances(config), node_addresses(),
+        self.bgp = BgpRuntime(_import, config, cfgmod.distances(config), self._node_addresses(),
                               runtime_dir=os.path.join(self.state_dir, "speaker"))
         for name in self.bgp.gate_names():
             self.gate.add(name)
+        if self.cluster is not None:
+            protected, others = self.cluster.guard_inputs(config)
+            self.rib.apply(self.bgp.set_cluster_guard(config, protected, others))  # nothing learned yet
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -241,7 +278,7 @@ class Agent:
     def _full_scan(self, reason: str) -> None:
         self.metrics.resyncs.labels(reason).inc()
         if self.bgp is not None:
-            self.bgp.set_node_addresses(node_addresses())
+            self.bgp.set_node_addresses(self._node_addresses())
         self._sync_links()
         dump = self._dump()
         self.fib.resync(dump.ours)
@@ -258,20 +295,119 @@ class Agent:
             self._full_scan(ev.data)
         elif ev.kind == "bgp":
             self._bgp_output(self.bgp.handle(ev.data, time.monotonic()))
+            if self.kube is not None and isinstance(ev.data, PeerState) and ev.data.state in (
+                    PeerStatus.UP, PeerStatus.DOWN):
+                up = ev.data.state is PeerStatus.UP
+                self.kube.event("BgpSessionUp" if up else "BgpSessionDown",
+                                f"BGP session with {ev.data.peer} {ev.data.state.value}"
+                                + (f": {ev.data.reason}" if ev.data.reason else ""), warning=not up)
         elif ev.kind == "bgp-stale":
             self._bgp_output(self.bgp.source.stale_timer(ev.data, time.monotonic()))
         elif ev.kind == "flushed":
             self._flushed(*ev.data)
+        elif ev.kind == "k8s":
+            self._handle_k8s(ev.data)
+        elif ev.kind == "status":
+            self._publish_status()
         elif ev.kind == "gate-timeout":
             if self.gate.expire():
                 self._open_gate()
         # "retry": nothing to do but flush
+
+    # ---------------------------------------------------------------- cluster mode
+    def _handle_k8s(self, batch) -> None:
+        change = self.cluster.apply(batch)
+        if change.config and self.cluster.config_synced:
+            try:
+                self.base_config = self.cluster.config()
+            except ConfigError as exc:
+                self._config_rejected(exc.problems)
+            else:
+                self._config_accepted()
+        elif change.config:
+            self._config_rejected([])  # problems of single objects are shown, nothing changes yet
+        if (change.config or change.adverts) and self.cluster.config_synced:
+            self._load_config(self.cluster.expand(self.base_config))
+        if change.guard or change.config:
+            self._cluster_guard()
+        if self.cluster.synced and "kubernetes" in self.gate.waiting:
+            log.info("kubernetes: initial list of every resource done")
+            self._source_synced("kubernetes")
+
+    def _config_rejected(self, problems) -> None:
+        lines = self.cluster.problem_lines() + [str(p) for p in problems]
+        text = "\n".join(lines)
+        if text and text != self.last_error:
+            self.metrics.reload_failures.inc()
+            log.error("configuration rejected, keeping the last good one:\n%s", text)
+            if self.kube is not None:
+                self.kube.event("ConfigRejected", text, warning=True)
+        self.last_error = text
+        self.metrics.reload_ok.set(0 if text else 1)
+
+    def _config_accepted(self) -> None:
+        self._config_rejected([])  # per-object problems still count: they are not running
+
+    def _cluster_guard(self) -> None:
+        if self.bgp is None:
+            return
+        protected, others = self.cluster.guard_inputs(self.config)
+        self._apply_rib(self.rib.apply(self.bgp.set_cluster_guard(self.config, protected, others)))
+        self.bgp.set_node_addresses(self._node_addresses())
+
+    def _node_addresses(self) -> list[str]:
+        """Interface addresses, and in cluster mode the Node's addresses (host routes)."""
+        addrs = node_addresses()
+        if self.cluster is not None:
+            addrs = sorted(set(addrs) | set(self.cluster.node_addresses()))
+        return addrs
+
+    async def _start_kubernetes(self) -> None:
+        """Start the reflectors and wait for the first list of the configuration and this Node:
+        the FIB settings must be known before the kernel table is read."""
+        from .k8s.source import KubeSource  # the kubernetes client is only needed in cluster mode
+
+        loop = asyncio.get_running_loop()
+        put = lambda batch: loop.call_soon_threadsafe(self._queue.put_nowait, Event("k8s", batch))
+        self.kube = KubeSource(self.node_name, put, kubeconfig=self.kubeconfig)
+        self.kube.start()
+        waited = time.monotonic()
+        while not self.cluster.config_synced:
+            try:
+                ev = await asyncio.wait_for(self._queue.get(), timeout=10)
+            except TimeoutError:
+                log.warning("kubernetes: still waiting for the configuration and Node %s (%.0f s)",
+                            self.node_name, time.monotonic() - waited)
+                continue
+            if ev.kind == "k8s":
+                self.cluster.apply(ev.data)
+        try:
+            self.base_config = self.cluster.config()
+        except ConfigError as exc:
+            self.base_config = cfgmod.Config()
+            self._config_rejected(exc.problems)
+        else:
+            self._config_accepted()
+        self.config = self.cluster.expand(self.base_config)
+        self._init_state(self.config)
+        log.info("kubernetes: configuration of node %s: %d peers, %d advertisements", self.node_name,
+                 len(self.config.peers), len(self.config.adverts))
+
+    def _publish_status(self) -> None:
+        if self.kube is None:
+            return
+        status = node_status(self)
+        if status != self._status_sent:
+            self._status_sent = status
+            self.kube.publish_status(status | {"updated": utc_now()})
 
     def _bgp_output(self, out) -> None:
         if out.updates:
             self._apply_rib(self.rib.apply(out.updates))
         for line in out.logs:
             log.warning("%s", line)
+            if self.kube is not None and "max-prefix" in line:
+                self.kube.event("MaxPrefixExceeded", line, warning=True)
         loop = asyncio.get_running_loop()
         for seconds, peer in out.timers:
             loop.call_later(seconds, lambda p=peer: self._queue.put_nowait(Event("bgp-stale", p)))
@@ -394,9 +530,12 @@ class Agent:
 
     def reload(self) -> bool:
         """Re-read the config; an invalid one is logged and counted, the old one keeps running."""
+        if self.cluster is not None:
+            log.info("SIGHUP ignored: in cluster mode the configuration follows the CRDs")
+            return False
         self.fingerprint = config_fingerprint(self.config_path)
         try:
-            config = load_path(self.config_path)
+            config = self._standalone(load_path(self.config_path))
         except ConfigError as exc:
             self.last_error = format_problems(exc.problems)
             self.metrics.reload_failures.inc()
@@ -418,11 +557,15 @@ class Agent:
         from .api.server import serve  # the API is an outer layer
 
         loop = asyncio.get_running_loop()
+        if self.cluster is not None:
+            await self._start_kubernetes()
         _tune_gc()
         self._start_kernel()
         self._bgp_config = self.config
         self._load_config(self.config)
         self._source_synced("config")
+        if self.cluster is not None and self.cluster.synced:
+            self._source_synced("kubernetes")
         stale = self.config.agent.fib.stale_seconds
         if not self.gate.open:
             loop.call_later(stale, lambda: self._queue.put_nowait(Event("gate-timeout")))
@@ -442,10 +585,14 @@ class Agent:
             async with asyncio.TaskGroup() as tg:
                 tasks = [
                     tg.create_task(self._core(), name="core"),
-                    tg.create_task(self._watch_config(), name="config-watch"),
                     tg.create_task(self._periodic("scan", lambda: self.config.agent.fib.full_scan_seconds),
                                    name="full-scan"),
                 ]
+                if self.cluster is None:
+                    tasks.append(tg.create_task(self._watch_config(), name="config-watch"))
+                else:
+                    tasks.append(tg.create_task(self._periodic("status", lambda: STATUS_SECONDS),
+                                                name="status"))
                 stopper = tg.create_task(self._stop.wait(), name="stop")
                 await stopper
                 for t in tasks:
@@ -458,6 +605,8 @@ class Agent:
             if self.main_monitor is not None:
                 loop.remove_reader(self.main_monitor.fileno())
             server.close()
+            if self.kube is not None:
+                self.kube.stop()
             self.shutdown()
 
     def shutdown(self) -> None:

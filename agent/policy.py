@@ -76,6 +76,7 @@ class Reason(str, enum.Enum):
     DEFAULT_ROUTE = "default_route"
     MARTIAN = "martian"
     MAX_PREFIX = "max_prefix"
+    INSIDE_CLUSTER_PREFIX = "inside_cluster_prefix"
     NO_NEXT_HOP = "no_next_hop"  # export: next-hop self of the other family than the session's
 
     description: str  # set below
@@ -98,6 +99,7 @@ _DESCRIPTIONS = {
     Reason.NODE_ADDRESS: "captures an address of this node (host route or longer than its subnet)",
     Reason.NEXT_HOP_IS_NODE: "the next hop is an address of this node",
     Reason.DEFAULT_ROUTE: "default route from a peer not allowed to send defaults",
+    Reason.INSIDE_CLUSTER_PREFIX: "inside another node's pod CIDR (only the CIDR itself is accepted)",
     Reason.MARTIAN: "martian prefix (loopback, link-local, multicast ...)",
     Reason.MAX_PREFIX: "over the peer's max-prefix limit",
     Reason.NO_NEXT_HOP: "the session is of the other address family: 'self' is no next hop for "

@@ -27,7 +27,10 @@ Checks, in this order (the first that hits decides; each has its `Reason`):
    An address given without a length (or on a /32 loopback) only protects its host route.
 6. ``NEXT_HOP_IS_NODE``: the next hop is one of the node's addresses (a loop, typically our own
    route reflected back by a route reflector with an unchanged next hop).
-7. ``COVERS_OWN``: strictly covers a protected prefix, unless the peer allows covering routes
+7. ``INSIDE_CLUSTER_PREFIX``: strictly inside a prefix of another node of the cluster (its pod
+   CIDRs, `Guard.set_cluster`). The route for another node's pod CIDR itself is how native
+   routing reaches that node's pods and is accepted; a more specific one would steal part of them.
+8. ``COVERS_OWN``: strictly covers a protected prefix, unless the peer allows covering routes
    (``allow_covering``). By longest-prefix match a covering route does not steal what we route
    locally, but it catches every address of ours that has no local route (an unallocated pod IP,
    a VIP while its service is down) and sends it back into the fabric, and a too-broad route from
@@ -85,13 +88,14 @@ def _buckets_of(p: Prefix) -> range | list[int]:
 class Guard:
     """Rejects routes that would hijack the node's own prefixes or addresses (see module doc)."""
 
-    __slots__ = ("_protected", "_martians", "_node_hosts", "_node_len", "_node_texts", "_verdicts",
+    __slots__ = ("_protected", "_cluster", "_martians", "_node_hosts", "_node_len", "_node_texts", "_verdicts",
                  "_buckets")
 
     def __init__(self, protected: Iterable[Prefix | str] = (), node_addresses: Iterable[str] = ()):
         self._martians = PrefixIndex(MARTIANS)
         self._verdicts: dict[tuple[Reason, int | str], Verdict] = {}
         self._protected = PrefixIndex()
+        self._cluster = PrefixIndex()
         self._node_hosts = PrefixIndex()
         self._node_len: dict[Prefix, int] = {}
         self._node_texts: frozenset[str] = frozenset()
@@ -104,6 +108,12 @@ class Guard:
     def set_protected(self, prefixes: Iterable[Prefix | str]) -> None:
         """Replace the node's own prefixes (pod CIDRs, pools, VIPs, Service CIDRs)."""
         self._protected = PrefixIndex(prefixes)
+        self._verdicts.clear()
+        self._rebucket()
+
+    def set_cluster(self, prefixes: Iterable[Prefix | str]) -> None:
+        """Replace the other nodes' prefixes (their pod CIDRs): only more-specifics are refused."""
+        self._cluster = PrefixIndex(prefixes)
         self._verdicts.clear()
         self._rebucket()
 
@@ -132,7 +142,7 @@ class Guard:
         an own prefix or a node address lies. A route at least that long in another bucket can
         neither equal, cover nor lie inside any of them: the hot path skips those checks."""
         out: set[int] = set()
-        for p in (*self._protected, *self._node_hosts):
+        for p in (*self._protected, *self._cluster, *self._node_hosts):
             out.update(_buckets_of(p))
         self._buckets = frozenset(out)
 
@@ -184,6 +194,10 @@ class Guard:
                 for host in self._node_hosts.inside(prefix):
                     if plen > self._node_len[host] or plen == full:
                         return self._verdict(Reason.NODE_ADDRESS, host)
+            if self._cluster:
+                hit = self._cluster.covering(prefix, strict=True)
+                if hit is not None:
+                    return self._verdict(Reason.INSIDE_CLUSTER_PREFIX, hit)
         if nexthop in self._node_texts:
             return self._verdict(Reason.NEXT_HOP_IS_NODE, nexthop)  # type: ignore[arg-type]
         if own and plen and not allow_covering:

@@ -291,6 +291,31 @@ class ImportStage:
         self.maxprefix.release(peer, 6 if v6 else 4)
         return Update(prefix, st.origin, None)
 
+    def recheck_guard(self, peer: str) -> list[Update]:
+        """The guard grew (a new VIP, pod CIDR, service CIDR): withdraw the accepted routes of
+        `peer` it now refuses; they stay explainable with the guard's verdict. (Routes the guard
+        refused before and now would pass need the peer to send them again: route refresh.)"""
+        st = self._peers.get(peer)
+        if st is None:
+            return []
+        s = st.settings
+        out = []
+        for prefix in [p for p, v in st.verdicts.items() if v.accepted]:
+            verdict = self.guard.check(prefix, allow_default=s.allow_default, allow_covering=s.allow_covering)
+            if verdict is None:
+                continue
+            v6 = prefix & V6_FLAG
+            base = 2 if v6 else 0
+            st.held[base + 1] -= 1
+            st.held[base] += 1
+            st.rejected_kept += 1
+            st.verdicts[prefix] = verdict
+            self.maxprefix.release(peer, 6 if v6 else 4)
+            rkey = (peer, 6 if v6 else 4, verdict.reason)
+            self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
+            out.append(Update(prefix, st.origin, None))
+        return out
+
     def peer_down(self, peer: str, now: float) -> None:
         """The session went down: forget its routes, reset max-prefix (starting a hold-down after
         a max-prefix teardown). `now` is monotonic seconds."""

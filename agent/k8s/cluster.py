@@ -1,0 +1,230 @@
+"""What the agent knows of its cluster: configuration objects, Nodes, Services, service CIDRs.
+
+DOC: pure logic, owned by the agent's core task, fed with the reflectors' `Batch`es
+(`agent.k8s.reflector`) and asked three things:
+
+* `config()`: the configuration as it applies on this node. Every routeagent.io object is
+  validated on its own with the same models and messages as a file (`agent.configload`); an
+  invalid object is reported (`problems`, with the field and the reason) and its **last good
+  version keeps running** (none: it is left out), so one bad `kubectl apply` never takes the
+  node's routing down. The objects are then joined (`Config.from_objects`: singletons, names,
+  policy references) and resolved for this node (`agent.config.for_node`: nodeSelector over
+  the Node's labels, per-node overrides, router id from its IPv4 InternalIP). A failure there is
+  raised (ValueError) and the caller keeps the previous configuration.
+* `expand(config)`: the Advertisements whose prefixes come from the cluster filled in:
+  ``type: podCIDR`` without prefixes gets the Node's ``spec.podCIDRs``; ``type: service`` gets the
+  VIPs its `ServiceSelection` selects on this node (`agent.k8s.services.ServiceVips`, which
+  follows EndpointSlices for the Local traffic policies).
+* `guard_inputs(config)`: what the import guard protects beyond the configuration: this node's
+  pod CIDRs, every Service VIP of the cluster (whether this node advertises it or not: a route
+  for a VIP from the fabric would pull the traffic kube-proxy serves locally away), the service
+  CIDRs (``AgentConfig spec.serviceCIDRs`` and ServiceCIDR objects); and, apart, the other nodes'
+  pod CIDRs (their exact route is accepted, more specifics are not).
+
+`apply(batch)` returns a `Change` saying which of the three may have changed, so the caller
+does only the work needed (a Service change re-expands the advertisements, it does not
+re-validate the configuration). `synced` tells when every reflector has finished its first list:
+the agent's restart gate waits for it, so nothing is withdrawn or deleted before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from ..config import Config, NodeIdentity, for_node
+from ..configload import ConfigError, Problem, _Loader
+from ..kinds import KINDS
+from ..model import Prefix
+from .objects import NodeInfo
+from .services import Selection, ServiceVips
+
+GROUP, VERSION = "routeagent.io", "v1alpha1"
+CONFIG_RESOURCES = {  # plural -> kind
+    "agentconfigs": "AgentConfig", "staticroutes": "StaticRoutes", "bgppeers": "BgpPeer",
+    "bgpspeakers": "BgpSpeaker", "routepolicies": "RoutePolicy", "advertisements": "Advertisement",
+}
+assert set(CONFIG_RESOURCES.values()) == set(KINDS)
+CLUSTER_RESOURCES = ("nodes", "services", "endpointslices", "servicecidrs")
+RESOURCES = (*CONFIG_RESOURCES, *CLUSTER_RESOURCES)
+
+
+@dataclass(slots=True)
+class Change:
+    config: bool = False  # configuration objects or this node's labels/addresses
+    adverts: bool = False  # pod CIDRs or VIPs of this node's advertisements
+    guard: bool = False  # the cluster's share of the guard
+
+    def __bool__(self) -> bool:
+        return self.config or self.adverts or self.guard
+
+
+def validate_object(data: dict) -> tuple[object | None, list[Problem]]:
+    """One object as the API server sent it, through the file loader's checks and messages."""
+    loader = _Loader()
+    loader.text(yaml.safe_dump(data, sort_keys=False), "kubernetes")
+    return (loader.objects[0][0] if loader.objects and not loader.problems else None), loader.problems
+
+
+class ClusterState:
+    def __init__(self, node_name: str) -> None:
+        self.node_name = node_name
+        self.nodes: dict[str, NodeInfo] = {}
+        self.good: dict[tuple[str, str], object] = {}  # (kind, name) -> last valid object
+        self.problems: dict[tuple[str, str], list[Problem]] = {}
+        self.vips = ServiceVips(node_name)
+        self.service_cidrs: dict[str, tuple[str, ...]] = {}
+        self.synced_resources: set[str] = set()
+        self._selections: dict[str, Selection] = {}
+
+    # ---- input ----
+    def apply(self, batch) -> Change:
+        res = batch.resource
+        change = Change()
+        if batch.synced:
+            self.synced_resources.add(res)
+        if res in CONFIG_RESOURCES:
+            kind = CONFIG_RESOURCES[res]
+            for key in batch.deletes:
+                name = key.rpartition("/")[2]
+                self.good.pop((kind, name), None)
+                self.problems.pop((kind, name), None)
+                change.config = True
+            for raw in batch.upserts:
+                change.config |= self._config_object(kind, raw)
+            change.config |= batch.synced  # the first full list completes the configuration
+        elif res == "nodes":
+            me = self.nodes.get(self.node_name)
+            for key in batch.deletes:
+                self.nodes.pop(key.rpartition("/")[2], None)
+            for node in batch.upserts:
+                self.nodes[node.name] = node
+            new = self.nodes.get(self.node_name)
+            if new != me:
+                change.config |= me is None or new is None or (dict(me.labels), me.internal_ipv4) != (
+                    dict(new.labels), new.internal_ipv4)
+                change.adverts |= (me and me.pod_cidrs) != (new and new.pod_cidrs)
+            change.guard = True
+        elif res == "services":
+            changed: set[str] = set()
+            for key in batch.deletes:
+                changed |= self.vips.update_service(key, None)
+            for svc in batch.upserts:
+                changed |= self.vips.update_service(svc.key, svc)
+            change.adverts = bool(changed)
+            change.guard = True
+        elif res == "endpointslices":
+            changed = set()
+            for key in batch.deletes:
+                changed |= self.vips.update_slice(key, None)
+            for sl in batch.upserts:
+                changed |= self.vips.update_slice(sl.key, sl)
+            change.adverts = bool(changed)
+        elif res == "servicecidrs":
+            for key in batch.deletes:
+                self.service_cidrs.pop(key.rpartition("/")[2], None)
+            for sc in batch.upserts:
+                self.service_cidrs[sc.name] = sc.cidrs
+            change.guard = True
+        return change
+
+    def _config_object(self, kind: str, raw: dict) -> bool:
+        name = str(raw.get("metadata", {}).get("name", ""))
+        obj, problems = validate_object(raw)
+        if obj is None:
+            self.problems[(kind, name)] = problems
+            return False  # the last good version (if any) stays
+        self.problems.pop((kind, name), None)
+        if self.good.get((kind, name)) == obj:
+            return False  # only server metadata or status changed
+        self.good[(kind, name)] = obj
+        return True
+
+    # ---- state ----
+    @property
+    def node(self) -> NodeInfo | None:
+        return self.nodes.get(self.node_name)
+
+    @property
+    def config_synced(self) -> bool:
+        """The configuration can be built: every config kind listed and this Node seen."""
+        return self.node is not None and self.synced_resources.issuperset((*CONFIG_RESOURCES, "nodes"))
+
+    @property
+    def synced(self) -> bool:
+        return self.node is not None and self.synced_resources.issuperset(RESOURCES)
+
+    def identity(self) -> NodeIdentity:
+        node = self.node
+        if node is None:
+            return NodeIdentity(self.node_name)
+        return NodeIdentity(self.node_name, dict(node.labels), node.internal_ipv4)
+
+    def problem_lines(self) -> list[str]:
+        return [str(p) for ps in self.problems.values() for p in ps]
+
+    # ---- output ----
+    def config(self) -> Config:
+        """The configuration of this node; ConfigError when the objects do not fit together."""
+        objects = sorted(self.good.values(), key=lambda o: (o.kind, o.metadata.name))
+        try:
+            config = for_node(Config.from_objects(objects), self.identity())
+        except ValueError as exc:
+            raise ConfigError([Problem("kubernetes", "", "", str(exc))]) from None
+        self._set_selections(config)
+        return config
+
+    def _set_selections(self, config: Config) -> None:
+        sels = {}
+        for adv in config.adverts:
+            if adv.spec.type != "service":
+                continue
+            s = adv.spec.services
+            if s is None:
+                sels[adv.metadata.name] = Selection(selector=_match_all)
+            else:
+                sels[adv.metadata.name] = Selection(
+                    selector=s.selector.matches, cluster_ip=s.cluster_ip, external_ips=s.external_ips,
+                    lb_ingress=s.load_balancer_ingress, lb_classes=frozenset(s.load_balancer_classes))
+        if sels != self._selections:
+            self._selections = sels
+            self.vips.set_selections(sels)
+
+    def expand(self, config: Config) -> Config:
+        """`config` with the cluster-given prefixes of its advertisements filled in."""
+        node = self.node
+        out = []
+        for adv in config.adverts:
+            spec = adv.spec
+            if spec.type == "service":
+                prefixes = self.vips.vips(adv.metadata.name)
+            elif spec.type == "podCIDR" and not spec.prefixes:
+                prefixes = node.pod_cidrs if node is not None else ()
+            else:
+                out.append(adv)
+                continue
+            out.append(adv.model_copy(update={"spec": spec.model_copy(update={"prefixes": tuple(prefixes)})}))
+        return config.model_copy(update={"adverts": tuple(out)})
+
+    def guard_inputs(self, config: Config) -> tuple[list[Prefix], list[Prefix]]:
+        """(protected, other nodes' pod CIDRs) for the import guard."""
+        texts: set[str] = set(self.vips.all_vips())
+        texts.update(config.agent.service_cidrs)
+        for cidrs in self.service_cidrs.values():
+            texts.update(cidrs)
+        node = self.node
+        if node is not None:
+            texts.update(node.pod_cidrs)
+        others = {c for n in self.nodes.values() if n.name != self.node_name for c in n.pod_cidrs}
+        others -= texts
+        return [Prefix.parse(t) for t in sorted(texts)], [Prefix.parse(t) for t in sorted(others)]
+
+    def node_addresses(self) -> list[str]:
+        """This Node's InternalIP/ExternalIP addresses (host routes only) for the guard."""
+        node = self.node
+        return list(node.ips) if node is not None else []
+
+
+def _match_all(_labels) -> bool:
+    return True

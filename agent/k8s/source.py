@@ -1,0 +1,180 @@
+"""The Kubernetes adapter: API client, one reflector per resource, status and Event writer.
+
+DOC: the thin I/O layer of cluster mode. It builds one `kubernetes.client.ApiClient` (in-cluster
+service account when ``KUBERNETES_SERVICE_HOST`` is set, else a kubeconfig: ``--kubeconfig``,
+``$KUBECONFIG`` or ``~/.kube/config``) and starts a `Reflector` (list, then watch; relist and
+mark-and-sweep on 410 Gone; reconnect with backoff; bookmarks) for each resource of
+`agent.k8s.cluster.RESOURCES`: the six routeagent.io configuration kinds, all Nodes (this node's
+labels, pod CIDRs and addresses; the others' pod CIDRs for the guard), Services, EndpointSlices and
+ServiceCIDRs. Objects are reduced at ingest (`agent.k8s.objects`) so 10,000 Services cost a few
+megabytes. Batches go to `put` from the reflector threads; the agent's core task applies them to
+its `ClusterState`.
+
+Writes go through one writer thread, never the core task, so a slow API server cannot stall
+routing:
+
+* `publish_status(status)`: merge-patch of ``routeagentnodestates/<node>/status``; the object is
+  created (``spec.nodeName``) when it does not exist. The agent calls it at a bounded rate (every
+  `STATUS_SECONDS` at most, and only when something changed), and a newer status replaces one
+  still queued.
+* `event(reason, message, warning)`: a core/v1 Event about the Node (in namespace ``default``,
+  where kubelet puts node events), e.g. ``BgpSessionUp``, ``BgpSessionDown``,
+  ``MaxPrefixExceeded``. The same reason and message is sent at most once per `EVENT_REPEAT`
+  seconds (a flapping session must not flood the API server).
+
+Calls the agent makes, which `deploy/rbac.yaml` must allow (tested against the test API server's
+record): list/watch of every resource above; create/get of routeagentnodestates; patch of
+routeagentnodestates/status; create of events.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import functools
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from kubernetes import client as kclient
+from kubernetes import config as kconfig
+from kubernetes.client.rest import ApiException
+
+from . import objects
+from .cluster import CONFIG_RESOURCES, GROUP, VERSION
+from .reflector import Reflector
+
+log = logging.getLogger("route_agent.k8s")
+
+STATUS_SECONDS = 10.0
+EVENT_REPEAT = 60.0
+EVENT_NAMESPACE = "default"
+
+
+def api_client(kubeconfig: str | None = None) -> kclient.ApiClient:
+    cfg = kclient.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kconfig.load_incluster_config(client_configuration=cfg)
+    else:
+        kconfig.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    return kclient.ApiClient(cfg)
+
+
+class KubeSource:
+    def __init__(self, node_name: str, put: Callable[[object], None], *, kubeconfig: str | None = None,
+                 watch_timeout: int = 300) -> None:
+        self.node_name = node_name
+        self.api = api_client(kubeconfig)
+        core = kclient.CoreV1Api(self.api)
+        custom = kclient.CustomObjectsApi(self.api)
+        self.custom = custom
+        self.core = core
+        specs: list[tuple[str, Callable, Callable | None]] = [
+            (plural, functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, plural), None)
+            for plural in CONFIG_RESOURCES
+        ]
+        specs += [
+            ("nodes", core.list_node, objects.node_from),
+            ("services", core.list_service_for_all_namespaces, objects.service_from),
+            ("endpointslices", kclient.DiscoveryV1Api(self.api).list_endpoint_slice_for_all_namespaces,
+             objects.slice_from),
+            ("servicecidrs", kclient.NetworkingV1Api(self.api).list_service_cidr, objects.service_cidrs_from),
+        ]
+        self.reflectors = [
+            Reflector(name, fn, put, **({"transform": tf} if tf else {}), watch_timeout=watch_timeout)
+            for name, fn, tf in specs
+        ]
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="k8s-writer")
+        self._lock = threading.Lock()
+        self._pending_status: dict | None = None
+        self._status_queued = False
+        self._state_created = False
+        self._events_sent: dict[tuple[str, str], float] = {}
+        self.status_writes = 0
+        self.write_errors = 0
+
+    def start(self) -> None:
+        for r in self.reflectors:
+            r.start()
+
+    def stop(self) -> None:
+        for r in self.reflectors:
+            r.stop()
+        self._writer.shutdown(wait=False, cancel_futures=True)
+
+    # ---- status ----
+    def publish_status(self, status: dict) -> None:
+        with self._lock:
+            self._pending_status = status
+            if self._status_queued:
+                return  # the queued write will take the newest status
+            self._status_queued = True
+        self._writer.submit(self._write_status)
+
+    def _write_status(self) -> None:
+        with self._lock:
+            status, self._pending_status = self._pending_status, None
+            self._status_queued = False
+        if status is None:
+            return
+        try:
+            if not self._state_created:
+                self._ensure_state()
+            self.custom.patch_cluster_custom_object_status(
+                GROUP, VERSION, "routeagentnodestates", self.node_name, {"status": status})
+            self.status_writes += 1
+        except ApiException as exc:
+            if exc.status == 404:
+                self._state_created = False  # deleted meanwhile: created again next time
+            self.write_errors += 1
+            log.warning("status update failed: %s %s", exc.status, exc.reason)
+        except Exception as exc:  # the API server is away: the next period tries again
+            self.write_errors += 1
+            log.warning("status update failed: %s", exc)
+
+    def _ensure_state(self) -> None:
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RouteAgentNodeState",
+                "metadata": {"name": self.node_name, "labels": {"app.kubernetes.io/name": "route-agent"}},
+                "spec": {"nodeName": self.node_name}}
+        try:
+            self.custom.create_cluster_custom_object(GROUP, VERSION, "routeagentnodestates", body)
+        except ApiException as exc:
+            if exc.status != 409:  # 409: it exists (an earlier run of this agent)
+                raise
+        self._state_created = True
+
+    # ---- events ----
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        now = time.monotonic()
+        key = (reason, message)
+        if now - self._events_sent.get(key, -EVENT_REPEAT) < EVENT_REPEAT:
+            return
+        self._events_sent[key] = now
+        if len(self._events_sent) > 1000:
+            self._events_sent = {k: t for k, t in self._events_sent.items() if now - t < EVENT_REPEAT}
+        self._writer.submit(self._write_event, reason, message, warning)
+
+    def _write_event(self, reason: str, message: str, warning: bool) -> None:
+        stamp = datetime.datetime.now(datetime.timezone.utc)
+        body = kclient.CoreV1Event(
+            metadata=kclient.V1ObjectMeta(generate_name=f"{self.node_name}.route-agent.",
+                                          namespace=EVENT_NAMESPACE),
+            involved_object=kclient.V1ObjectReference(kind="Node", name=self.node_name, api_version="v1"),
+            reason=reason, message=message[:1024], type="Warning" if warning else "Normal",
+            source=kclient.V1EventSource(component="route-agent", host=self.node_name),
+            reporting_component="route-agent", reporting_instance=socket.gethostname(),
+            first_timestamp=stamp, last_timestamp=stamp, count=1)
+        try:
+            self.core.create_namespaced_event(EVENT_NAMESPACE, body)
+        except Exception as exc:
+            self.write_errors += 1
+            log.warning("event %s not recorded: %s", reason, exc)
+
+    # ---- views ----
+    def reflector_views(self) -> list[dict]:
+        return [{"resource": r.name, "synced": r.synced,
+                 **{k: getattr(r, k) for k in ("relists", "restarts", "events") if hasattr(r, k)}}
+                for r in self.reflectors]
