@@ -44,7 +44,7 @@ from kubernetes import config as kconfig
 from kubernetes.client.rest import ApiException
 
 from . import objects
-from .cluster import CONFIG_RESOURCES, GROUP, VERSION
+from .cluster import CONFIG_RESOURCES, GROUP, RESOURCES, VERSION
 from .reflector import Reflector
 
 log = logging.getLogger("route_agent.k8s")
@@ -60,6 +60,8 @@ def api_client(kubeconfig: str | None = None) -> kclient.ApiClient:
         kconfig.load_incluster_config(client_configuration=cfg)
     else:
         kconfig.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    # one open watch per reflector plus the writer: the default pool (5 per CPU) can be too small
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 2 * len(RESOURCES) + 2)
     return kclient.ApiClient(cfg)
 
 

@@ -1,0 +1,163 @@
+"""Cluster mode end to end: the test API server, the real agent in a node namespace, a BIRD "ToR".
+
+The API server (`agent.k8s.testapi.KubeApiServer`, the real `kubernetes` client talks to it)
+listens inside the ToR namespace on 10.0.0.1, so the agent reaches it over the same veth as its
+BGP session. The agent runs as node ``node-a`` (labels ``rack: r1``, pod CIDR 10.244.1.0/24,
+InternalIP 10.0.0.254); ``node-b`` owns 10.244.2.0/24. BIRD announces node-b's pod CIDR (to be
+installed), a more specific of it and the cluster's Service CIDR (both refused by the guard).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+
+import pytest
+from pyroute2 import netns as pr_netns
+
+from agent.k8s import rbac
+from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
+from agent.nsutil import agent_cmd, wait_for
+from conftest import tor_config
+
+RA = "routeagent.io/v1alpha1"
+POD_A, POD_B = "10.244.1.0/24", "10.244.2.0/24"
+INSIDE_B, SVC_CIDR = "10.244.2.128/25", "10.96.0.0/12"
+LB_VIP, LOCAL_VIP, CLUSTER_IP = "198.51.100.10", "198.51.100.20", "10.96.0.10"
+
+
+@contextlib.contextmanager
+def in_netns(ns: str):
+    pr_netns.pushns(ns)
+    try:
+        yield
+    finally:
+        pr_netns.popns()
+
+
+def cr(kind: str, name: str, spec: dict, labels: dict | None = None) -> dict:
+    return {"apiVersion": RA, "kind": kind, "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+CONFIG = [
+    cr("AgentConfig", "default", {"fib": {"staleSeconds": 15}, "serviceCIDRs": [SVC_CIDR]}),
+    cr("BgpPeer", "tor", {"peerAddress": "10.0.0.1", "peerAS": 65001, "localAS": 65000,
+                          "localAddress": "10.0.0.254", "holdTime": 9, "importPolicy": "acceptAll",
+                          "exportPolicy": "acceptAll", "nodeSelector": {"matchLabels": {"rack": "r1"}}}),
+    cr("BgpPeer", "elsewhere", {"peerAddress": "10.0.0.1", "peerAS": 65009, "localAS": 65000,
+                                "nodeSelector": {"matchLabels": {"rack": "r2"}}}),
+    cr("Advertisement", "pods", {"type": "podCIDR"}),
+    cr("Advertisement", "services", {"type": "service", "services": {"clusterIP": False}}),
+]
+
+
+class Cluster:
+    def __init__(self, lab, tmp) -> None:
+        self.lab, self.tmp = lab, tmp
+        self.api = KubeApiServer(host="10.0.0.1", bookmark_interval=0.5)
+        with in_netns(lab.tor):
+            self.api.start()
+        self.kubeconfig = self.api.kubeconfig(tmp / "kubeconfig")
+        self.proc: subprocess.Popen | None = None
+
+    def restart_api(self) -> None:
+        with in_netns(self.lab.tor):
+            self.api.restart()
+
+    def start_agent(self) -> None:
+        n = self.lab.node
+        cmd = agent_cmd(n.ns, "run", "--kubernetes", "--kubeconfig", self.kubeconfig, "--node-name", "node-a",
+                        "--state-dir", str(n.state))
+        out = open(n.log, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                     cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        n.procs.append(self.proc)
+        n.wait_ready(self.proc, timeout=40)
+
+    def close(self) -> None:
+        self.api.stop()
+
+
+@pytest.fixture
+def cluster(bgp_lab, tmp_path):
+    c = Cluster(bgp_lab, tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def bird_has(bird, prefix: str) -> bool:
+    out = bird.cmd("show", "route", "for", prefix, "table", "master4", "protocol", "n4", check=False)
+    return prefix.split("/")[0] in out and "Network not found" not in out and prefix in out
+
+
+def test_cluster_mode_end_to_end(cluster):
+    lab, api = cluster.lab, cluster.api
+    bird = lab.bird("tor", tor_config([POD_B, INSIDE_B, SVC_CIDR]))
+    api.put(node("node-a", [POD_A], ["10.0.0.254"], {"rack": "r1"}))
+    api.put(node("node-b", [POD_B], ["10.0.1.200"], {"rack": "r1"}))
+    for obj in CONFIG:
+        api.put(obj)
+    cluster.start_agent()
+    n = lab.node
+
+    # learned: node-b's pod CIDR is installed; its more specific and the Service CIDR are refused
+    n.wait_routes(lambda r: POD_B in r, timeout=30)
+    routes = n.routes()
+    assert INSIDE_B not in routes and SVC_CIDR not in routes
+    verdicts = {v["reason"] for p in (INSIDE_B, SVC_CIDR) for v in n.api(f"/api/explain?prefix={p}")["bgp"]}
+    assert verdicts == {"inside_cluster_prefix", "own_prefix"}
+    # advertised: this node's pod CIDR (router id defaulted to the Node's InternalIP)
+    wait_for(lambda: bird_has(bird, POD_A), 30, what="BIRD learns the pod CIDR")
+    assert "10.0.0.254" in bird.cmd("show", "protocols", "all", "n4")
+
+    # a LoadBalancer Service: BIRD learns its ingress VIP (ClusterIPs are not selected)
+    api.put(service("web", cluster_ips=[CLUSTER_IP], type="LoadBalancer", lb_ips=[LB_VIP]))
+    wait_for(lambda: bird_has(bird, f"{LB_VIP}/32"), 15, what="BIRD learns the LB VIP")
+    assert not bird_has(bird, f"{CLUSTER_IP}/32")
+
+    # externalTrafficPolicy Local follows the endpoint on this node
+    api.put(service("local", cluster_ips=["10.96.0.20"], type="LoadBalancer", lb_ips=[LOCAL_VIP],
+                    external_traffic_policy="Local"))
+    api.put(endpoint_slice("local-1", "local", addresses=["10.244.2.5"], node_name="node-b"))
+    # sync point: a second Local Service whose endpoint is here, its slice after the other one
+    api.put(service("marker", cluster_ips=["10.96.0.21"], type="LoadBalancer", lb_ips=["198.51.100.21"],
+                    external_traffic_policy="Local"))
+    api.put(endpoint_slice("marker-1", "marker", addresses=["10.244.1.6"], node_name="node-a"))
+    wait_for(lambda: bird_has(bird, "198.51.100.21/32"), 15, what="marker VIP")
+    assert not bird_has(bird, f"{LOCAL_VIP}/32")
+    api.put(endpoint_slice("local-1", "local", addresses=["10.244.1.5"], node_name="node-a"))
+    wait_for(lambda: bird_has(bird, f"{LOCAL_VIP}/32"), 15, what="VIP with a local endpoint")
+    api.put(endpoint_slice("local-1", "local", addresses=["10.244.1.5"], node_name="node-a", ready=False))
+    wait_for(lambda: not bird_has(bird, f"{LOCAL_VIP}/32"), 15, what="VIP withdrawn: endpoint unready")
+
+    # status object and events
+    def status():
+        obj = api.get(RA, "RouteAgentNodeState", "node-a")
+        return obj and obj.get("status", {}).get("peersUp") == 1 and obj["status"]
+    st = wait_for(status, 30, what="RouteAgentNodeState status")
+    fam = st["peers"][0]["families"]["ipv4-unicast"]
+    assert fam["accepted"] == 1 and fam["installed"] == 1 and fam["advertised"] >= 2
+    events = api.objects("v1", "Event")
+    assert any(e.get("reason") == "BgpSessionUp" for e in events)
+
+    # 410 Gone and an API server restart: nothing withdrawn, later changes still followed
+    before = n.routes()
+    api.compact()
+    cluster.restart_api()
+    api.put(service("web2", cluster_ips=["10.96.0.30"], type="LoadBalancer", lb_ips=["198.51.100.30"]))
+    wait_for(lambda: bird_has(bird, "198.51.100.30/32"), 30, what="change after the API server restart")
+    assert bird_has(bird, f"{LB_VIP}/32") and bird_has(bird, POD_A)
+    assert n.routes() == before
+    api.delete("v1", "Service", "web", "default")
+    wait_for(lambda: not bird_has(bird, f"{LB_VIP}/32"), 15, what="deleted Service withdrawn")
+
+    # every call the agent made is allowed by deploy/rbac.yaml
+    calls = set(api.calls)
+    assert calls, "the test API server saw no calls"
+    denied = [c for c in calls if not rbac.allowed(*c)]
+    assert denied == []
+    assert cluster.proc.poll() is None
