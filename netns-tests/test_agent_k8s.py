@@ -66,6 +66,10 @@ class Cluster:
             self.api.restart()
 
     def start_agent(self) -> None:
+        self.start_agent_nowait()
+        self.lab.node.wait_ready(self.proc, timeout=40)
+
+    def start_agent_nowait(self) -> None:
         n = self.lab.node
         cmd = agent_cmd(n.ns, "run", "--kubernetes", "--kubeconfig", self.kubeconfig, "--node-name", "node-a",
                         "--state-dir", str(n.state))
@@ -74,7 +78,6 @@ class Cluster:
                                      env=dict(os.environ, PYTHONUNBUFFERED="1"),
                                      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         n.procs.append(self.proc)
-        n.wait_ready(self.proc, timeout=40)
 
     def close(self) -> None:
         self.api.stop()
@@ -161,3 +164,38 @@ def test_cluster_mode_end_to_end(cluster):
     denied = [c for c in calls if not rbac.allowed(*c)]
     assert denied == []
     assert cluster.proc.poll() is None
+
+
+def test_restart_while_api_server_is_down_flaps_nothing(cluster, monitor_factory):
+    """The Kubernetes source gates the restart: an agent restarted while the API server is away
+    waits for its first full list before touching anything, then adopts every route unchanged."""
+    lab, api = cluster.lab, cluster.api
+    bird = lab.bird("tor", tor_config([POD_B]))
+    api.put(node("node-a", [POD_A], ["10.0.0.254"], {"rack": "r1"}))
+    api.put(node("node-b", [POD_B], ["10.0.1.200"], {"rack": "r1"}))
+    for obj in CONFIG:
+        api.put(obj)
+    api.put(service("web", cluster_ips=[CLUSTER_IP], type="LoadBalancer", lb_ips=[LB_VIP]))
+    cluster.start_agent()
+    n = lab.node
+    n.wait_routes(lambda r: POD_B in r, timeout=30)
+    wait_for(lambda: bird_has(bird, f"{LB_VIP}/32"), 30, what="BIRD learns the LB VIP")
+    mon = monitor_factory(n.ns)
+
+    api.stop()
+    n.kill(cluster.proc)
+    log_mark = len(n.logtext())
+    cluster.start_agent_nowait()
+    # the new agent runs and keeps trying to reach the API server; nothing is touched meanwhile
+    wait_for(lambda: "route_agent.k8s" in n.logtext()[log_mark:], 20, what="reflectors retrying")
+    mon.mark()
+    assert mon.events() == [] and POD_B in n.routes()
+
+    with in_netns(lab.tor):
+        api.start()
+    n.wait_ready(cluster.proc, timeout=40)
+    wait_for(lambda: n.api("/api/peers")[0]["state"] == "up", 30, what="session up again")
+    wait_for(lambda: bird_has(bird, f"{LB_VIP}/32") and bird_has(bird, POD_A), 30, what="adverts back")
+    mon.mark()
+    assert mon.events() == [], "the restart changed kernel routes"
+    assert POD_B in n.routes()
