@@ -48,6 +48,30 @@ class _StateCollector:
                                 value=1 if a.ready else 0)
         if a.bgp is not None:
             yield from _bgp_metrics(a)
+        if getattr(a, "kube", None) is not None:
+            yield from _k8s_metrics(a)
+
+
+def _k8s_metrics(a: "Agent"):
+    synced = GaugeMetricFamily("route_agent_k8s_synced", "1 once the resource's first list is done.",
+                               labels=["resource"])
+    counters = {name: CounterMetricFamily(f"route_agent_k8s_{name}", text, labels=["resource"])
+                for name, text in (("relists", "Relists after 410 Gone."),
+                                   ("restarts", "Watch reconnections after an error."),
+                                   ("events", "Watch events received."))}
+    for r in a.kube.reflectors:
+        synced.add_metric([r.name], 1 if r.synced else 0)
+        for name, fam in counters.items():
+            fam.add_metric([r.name], getattr(r, name, 0))
+    yield synced
+    yield from counters.values()
+    yield CounterMetricFamily("route_agent_k8s_status_writes", "Status updates of the node's "
+                              "RouteAgentNodeState.", value=a.kube.status_writes)
+    yield CounterMetricFamily("route_agent_k8s_write_errors", "Failed status or Event writes.",
+                              value=a.kube.write_errors)
+    yield GaugeMetricFamily("route_agent_config_rejected_objects",
+                            "Configuration objects rejected (their last good version runs).",
+                            value=len(a.cluster.problems))
 
 
 def _family(v: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 
 import pytest
@@ -157,6 +158,11 @@ def test_cluster_mode_end_to_end(cluster):
     assert n.routes() == before
     api.delete("v1", "Service", "web", "default")
     wait_for(lambda: not bird_has(bird, f"{LB_VIP}/32"), 15, what="deleted Service withdrawn")
+
+    metrics = n.api("/metrics")
+    assert 'route_agent_k8s_synced{resource="services"} 1.0' in metrics
+    relists = re.search(r'route_agent_k8s_relists_total\{resource="services"\} (\S+)', metrics)
+    assert relists and float(relists.group(1)) >= 1  # the 410 above was met by a relist
 
     # every call the agent made is allowed by deploy/rbac.yaml
     calls = set(api.calls)
