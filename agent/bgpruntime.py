@@ -175,16 +175,19 @@ class BgpRuntime:
 
     def set_cluster_guard(self, config, protected, others) -> list:
         """The cluster's share of the guard: `protected` (this node's pod CIDRs, every Service VIP,
-        the service CIDRs) and `others` (the other nodes' pod CIDRs). Returns RIB withdraws."""
+        the service CIDRs) and `others` (the other nodes' pod CIDRs). Returns RIB withdraws.
+        A node gone from `others` is a shrink like any other: its more-specifics refused before
+        may pass now, so a route refresh is scheduled."""
         others = frozenset(others)
         grew = bool(others - self._cluster_others)
+        shrank = bool(self._cluster_others - others)
         if others != self._cluster_others:
             self.guard.set_cluster(others)
             self._cluster_others = others
         self.cluster_protected = tuple(protected)
-        return self._set_protected([*_protected(config), *self.cluster_protected], recheck=grew)
+        return self._set_protected([*_protected(config), *self.cluster_protected], recheck=grew, refresh=shrank)
 
-    def _set_protected(self, protected, recheck: bool = False) -> list:
+    def _set_protected(self, protected, recheck: bool = False, refresh: bool = False) -> list:
         """Replace the guard's protected prefixes. Grown: accepted routes the guard now refuses
         are withdrawn at once. Shrunk: routes refused before may be acceptable now, but ExaBGP
         keeps no adj-RIB-in, so a route refresh is asked from every peer, at most every
@@ -196,7 +199,7 @@ class BgpRuntime:
         if recheck or new - old:
             for addr in self.peers:
                 updates += self.stage.recheck_guard(addr)
-        if old - new:
+        if refresh or old - new:
             self._schedule_refresh()
         return updates
 

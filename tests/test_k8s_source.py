@@ -1,0 +1,77 @@
+"""The Kubernetes adapter against the test API server: credentials, status object, Events, RBAC."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.config import incluster_config
+
+from agent.k8s import rbac, source
+from agent.k8s.testapi import KubeApiServer
+from agent.nsutil import wait_for
+
+RA = "routeagent.io/v1alpha1"
+
+
+@pytest.fixture
+def api():
+    with KubeApiServer(bookmark_interval=0.2) as server:
+        yield server
+
+
+def test_in_cluster_credentials(tmp_path, monkeypatch):
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("secret-token")
+    ca.write_text("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    cfg = source.api_client().configuration
+    assert cfg.host == "https://10.96.0.1:443"
+    assert cfg.api_key["BearerToken"] == "bearer secret-token"
+    assert cfg.ssl_ca_cert == str(ca)
+    assert cfg.connection_pool_maxsize >= 2 * len(source.RESOURCES)
+
+
+def test_kubeconfig_wins_over_in_cluster(api, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    cfg = source.api_client(api.kubeconfig(tmp_path / "kc")).configuration
+    assert cfg.host == api.url
+
+
+def test_status_object_created_then_only_status_patched(api, tmp_path):
+    ks = source.KubeSource("node-a", lambda batch: None, kubeconfig=api.kubeconfig(tmp_path / "kc"))
+    try:
+        ks.publish_status({"ready": False, "peersUp": 0})
+        obj = wait_for(lambda: api.get(RA, "RouteAgentNodeState", "node-a"), 5, what="status object")
+        assert obj["spec"] == {"nodeName": "node-a"}
+        wait_for(lambda: api.get(RA, "RouteAgentNodeState", "node-a").get("status", {}).get("peersUp") == 0, 5)
+        ks.publish_status({"ready": True, "peersUp": 2})
+        wait_for(lambda: api.get(RA, "RouteAgentNodeState", "node-a")["status"] == {"ready": True, "peersUp": 2},
+                 5, what="status patched")
+        # deleted by someone: created again by the next update
+        api.delete(RA, "RouteAgentNodeState", "node-a")
+        ks.publish_status({"ready": True, "peersUp": 1})  # fails (404), forgets the object
+        wait_for(lambda: ks.write_errors == 1, 5)
+        ks.publish_status({"ready": True, "peersUp": 1})
+        wait_for(lambda: (api.get(RA, "RouteAgentNodeState", "node-a") or {}).get("status", {}).get("peersUp") == 1,
+                 5, what="status object re-created")
+    finally:
+        ks.stop()
+    assert [c for c in api.calls if not rbac.allowed(*c)] == []
+
+
+def test_events_are_about_the_node_and_rate_limited(api, tmp_path):
+    ks = source.KubeSource("node-a", lambda batch: None, kubeconfig=api.kubeconfig(tmp_path / "kc"))
+    try:
+        ks.event("BgpSessionDown", "BGP session with 10.0.0.1 down", warning=True)
+        ks.event("BgpSessionDown", "BGP session with 10.0.0.1 down", warning=True)  # repeat: dropped
+        ks.event("BgpSessionUp", "BGP session with 10.0.0.1 up")
+        wait_for(lambda: len(api.objects("v1", "Event")) == 2, 5, what="two events")
+    finally:
+        ks.stop()
+    events = {e["reason"]: e for e in api.objects("v1", "Event")}
+    assert events["BgpSessionDown"]["type"] == "Warning"
+    assert events["BgpSessionUp"]["involvedObject"] == {"kind": "Node", "name": "node-a", "apiVersion": "v1"}
+    assert events["BgpSessionUp"]["metadata"]["namespace"] == "default"
+    assert [c for c in api.calls if not rbac.allowed(*c)] == []
