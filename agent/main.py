@@ -46,7 +46,7 @@ from .speaker import PeerState, PeerStatus
 from .sources.kernel import ConnectedTable, KernelSource
 from .sources.addresses import node_addresses
 from .sources.static import StaticSource
-from .k8s.cluster import ClusterState
+from .k8s.cluster import Change, ClusterState
 from .k8s.status import node_status, utc_now
 
 log = logging.getLogger("route_agent")
@@ -114,6 +114,7 @@ class Agent:
         self._flush_after_gate = False
         self._synced_once = False
         self._status_sent: dict | None = None
+        self._k8s_pending = Change()
 
     def _init_state(self, config) -> None:
         """The routing state for `config` (again in cluster mode, once the CRDs are listed:
@@ -307,6 +308,8 @@ class Agent:
             self._flushed(*ev.data)
         elif ev.kind == "k8s":
             self._handle_k8s(ev.data)
+        elif ev.kind == "k8s-commit":
+            self._commit_k8s()
         elif ev.kind == "status":
             self._publish_status()
         elif ev.kind == "gate-timeout":
@@ -316,7 +319,16 @@ class Agent:
 
     # ---------------------------------------------------------------- cluster mode
     def _handle_k8s(self, batch) -> None:
+        """Apply a batch to the cluster state only; the work it implies is done once per pass
+        over the queue (`_commit_k8s`), so a burst of watch events costs one recomputation."""
         change = self.cluster.apply(batch)
+        p = self._k8s_pending
+        p.config |= change.config
+        p.adverts |= change.adverts
+        p.guard |= change.guard or batch.synced  # (a synced batch may open the restart gate)
+
+    def _commit_k8s(self) -> None:
+        change, self._k8s_pending = self._k8s_pending, Change()
         if change.config and self.cluster.config_synced:
             try:
                 self.base_config = self.cluster.config()
@@ -508,6 +520,8 @@ class Agent:
                 ev = self._queue.get_nowait()
                 retry = retry or ev.kind == "retry"
                 self._handle_safely(ev)
+            if self._k8s_pending:
+                self._handle_safely(Event("k8s-commit"))
             self.flush(retry_failed=retry)
 
     def _handle_safely(self, ev: Event) -> None:
