@@ -571,6 +571,11 @@ class Agent:
         from .api.server import serve  # the API is an outer layer
 
         loop = asyncio.get_running_loop()
+        # first, so /healthz answers while cluster mode waits for the API server (in cluster mode
+        # the address and port are the command line's or the defaults: spec.api is read later)
+        api = self.config.agent.api
+        server = await serve(self, self.api_address_override or api.address,
+                             self.api_port_override if self.api_port_override is not None else api.port)
         if self.cluster is not None:
             await self._start_kubernetes()
         _tune_gc()
@@ -590,9 +595,6 @@ class Agent:
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
-        api = self.config.agent.api
-        server = await serve(self, self.api_address_override or api.address,
-                             self.api_port_override if self.api_port_override is not None else api.port)
         if self.bgp is not None:
             await self._start_bgp()
         try:

@@ -196,6 +196,7 @@ def test_restart_while_api_server_is_down_flaps_nothing(cluster, monitor_factory
     wait_for(lambda: "route_agent.k8s" in n.logtext()[log_mark:], 20, what="reflectors retrying")
     mon.mark()
     assert mon.events() == [] and POD_B in n.routes()
+    assert n.api("/healthz").strip() == "ok" and n.api("/readyz") is None  # alive, not ready
 
     with in_netns(lab.tor):
         api.start()
