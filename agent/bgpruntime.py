@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from .model import SourceKind, canonical_address
+from .model import Prefix, SourceKind, canonical_address
 from .policy import compile_policies
 from .sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from .export.desired import ExportPeer, desired_for_peer, owned_prefixes
@@ -193,8 +193,9 @@ class BgpRuntime:
         keeps no adj-RIB-in, so a route refresh is asked from every peer, at most every
         `REFRESH_DELAY` seconds (Service churn must not turn into a refresh per change)."""
         old = self.guard.protected
-        self.guard.set_protected(protected)
-        new = self.guard.protected
+        new = frozenset(Prefix.parse(p) if isinstance(p, str) else p for p in protected)
+        if new != old:  # (10,000 VIPs: rebuilding the index costs more than comparing)
+            self.guard.set_protected(new)
         updates = []
         if recheck or new - old:
             for addr in self.peers:

@@ -115,6 +115,7 @@ class Agent:
         self._synced_once = False
         self._status_sent: dict | None = None
         self._k8s_pending = Change()
+        self._guard_inputs = self._guard_addrs = None
 
     def _init_state(self, config) -> None:
         """The routing state for `config` (again in cluster mode, once the CRDs are listed:
@@ -172,8 +173,8 @@ class Agent:
         for name in self.bgp.gate_names():
             self.gate.add(name)
         if self.cluster is not None:
-            protected, others = self.cluster.guard_inputs(config)
-            self.rib.apply(self.bgp.set_cluster_guard(config, protected, others))  # nothing learned yet
+            self._guard_inputs = self.cluster.guard_inputs(config)
+            self.rib.apply(self.bgp.set_cluster_guard(config, *self._guard_inputs))  # nothing learned yet
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -363,9 +364,14 @@ class Agent:
     def _cluster_guard(self) -> None:
         if self.bgp is None:
             return
-        protected, others = self.cluster.guard_inputs(self.config)
-        self._apply_rib(self.rib.apply(self.bgp.set_cluster_guard(self.config, protected, others)))
-        self.bgp.set_node_addresses(self._node_addresses())
+        inputs = self.cluster.guard_inputs(self.config)
+        if inputs is not self._guard_inputs:
+            self._guard_inputs = inputs
+            self._apply_rib(self.rib.apply(self.bgp.set_cluster_guard(self.config, *inputs)))
+        addrs = self._node_addresses()
+        if addrs != self._guard_addrs:
+            self._guard_addrs = addrs
+            self.bgp.set_node_addresses(addrs)
 
     def _node_addresses(self) -> list[str]:
         """Interface addresses, and in cluster mode the Node's addresses (host routes)."""

@@ -258,3 +258,41 @@ def test_stop_is_prompt(server, api, run):
     t0 = time.monotonic()
     r.stop()
     assert time.monotonic() - t0 < 1.0 and not r._thread.is_alive()
+
+
+def test_list_in_pages_is_one_synced_batch(server, api, run):
+    for i in range(10):
+        server.put(node(f"n{i}", [f"10.244.{i}.0/24"]))
+    sink = Sink()
+    r = run("nodes", client.CoreV1Api(api).list_node, sink, page_size=3)
+    poll(lambda: r.synced)
+    assert [len(b.upserts) for b in sink.batches] == [10] and sink.batches[0].synced
+    assert sink.names() == [f"n{i}" for i in range(10)]
+    assert server.calls[("list", "", "nodes", "")] == 4  # 3 + 3 + 3 + 1
+
+
+def test_expired_continue_token_relists_without_half_applied_state(server, api):
+    """A 410 on a continue token (the snapshot expired between two pages) restarts the list; the
+    store is only written when the last page has been read."""
+    for i in range(4):
+        server.put(node(f"n{i}", []))
+    sink = Sink()
+    r = Reflector("nodes", client.CoreV1Api(api).list_node, sink, page_size=2, backoff=(0.01, 0.05))
+    real = r._call
+    calls = []
+
+    def flaky(**kw):
+        calls.append(kw.get("_continue"))
+        if kw.get("_continue") and len(calls) == 2:
+            server._snapshots.clear()  # the server forgot the snapshot: 410 Expired
+        return real(**kw)
+
+    r._call = flaky
+    r.start()
+    try:
+        poll(lambda: r.synced)
+    finally:
+        r.stop()
+    assert calls[0] is None and calls[1] and calls[2] is None  # the list started over
+    assert [len(b.upserts) for b in sink.batches] == [4]
+    assert sink.names() == ["n0", "n1", "n2", "n3"]

@@ -172,9 +172,13 @@ def desired_for_peer(peer: ExportPeer, adverts: Iterable, policies: Mapping[str,
 
 
 def owned_prefixes(adverts: Iterable) -> list[Prefix]:
-    """Every prefix the node owns per its advertisements (members and aggregates): for the guard."""
+    """Every prefix the node owns per its advertisements (members and aggregates): for the guard.
+    Service VIPs are left out: in cluster mode the guard protects every VIP of the cluster
+    anyway (`agent.k8s.cluster.ClusterState.guard_inputs`), which is a superset."""
     out: dict[Prefix, None] = {}
     for adv in adverts:
+        if adv.spec.type == "service" and adv.spec.aggregate_length is None:
+            continue
         if adv.spec.aggregate_length is not None:
             for p in members(adv, frozenset((4, 6))):
                 out[p] = None

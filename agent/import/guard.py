@@ -143,6 +143,13 @@ class Guard:
         neither equal, cover nor lie inside any of them: the hot path skips those checks."""
         out: set[int] = set()
         for p in (*self._protected, *self._cluster, *self._node_hosts):
+            if p & V6_FLAG:
+                if (p & 0xFF) >= 16:
+                    out.add(_V6_TAG | ((p >> 120) & 0xFFFF))  # one bucket: no range to build
+                    continue
+            elif (p & 0xFF) >= 8:
+                out.add((p >> 32) & 0xFF)
+                continue
             out.update(_buckets_of(p))
         self._buckets = frozenset(out)
 

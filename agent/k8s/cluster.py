@@ -77,6 +77,8 @@ class ClusterState:
         self.service_cidrs: dict[str, tuple[str, ...]] = {}
         self.synced_resources: set[str] = set()
         self._selections: dict[str, Selection] = {}
+        self._guard_cache = None
+        self._parsed: dict[str, Prefix] = {}
 
     # ---- input ----
     def apply(self, batch) -> Change:
@@ -208,17 +210,38 @@ class ClusterState:
         return config.model_copy(update={"adverts": tuple(out)})
 
     def guard_inputs(self, config: Config) -> tuple[list[Prefix], list[Prefix]]:
-        """(protected, other nodes' pod CIDRs) for the import guard."""
-        texts: set[str] = set(self.vips.all_vips())
+        """(protected, other nodes' pod CIDRs) for the import guard. The same tuple object is
+        returned while nothing it depends on changed (an EndpointSlice flap changes no VIP), so
+        the caller can skip rebuilding the guard."""
+        vips = self.vips.all_vips()  # the same frozenset object until a VIP changes
+        node = self.node
+        own = node.pod_cidrs if node is not None else ()
+        others_text = tuple(sorted({c for n in self.nodes.values() if n.name != self.node_name
+                                    for c in n.pod_cidrs}))
+        key = (tuple(config.agent.service_cidrs), tuple(sorted(self.service_cidrs.items())), own,
+               others_text)
+        cached = self._guard_cache
+        if cached is not None and cached[0] is vips and cached[1] == key:
+            return cached[2]
+        parse = self._parse
+        texts: set[str] = set(vips)
         texts.update(config.agent.service_cidrs)
         for cidrs in self.service_cidrs.values():
             texts.update(cidrs)
-        node = self.node
-        if node is not None:
-            texts.update(node.pod_cidrs)
-        others = {c for n in self.nodes.values() if n.name != self.node_name for c in n.pod_cidrs}
-        others -= texts
-        return [Prefix.parse(t) for t in sorted(texts)], [Prefix.parse(t) for t in sorted(others)]
+        texts.update(own)
+        protected = [parse(t) for t in sorted(texts)]
+        others = [parse(t) for t in others_text if t not in texts]
+        result = (protected, others)
+        self._guard_cache = (vips, key, result)
+        return result
+
+    def _parse(self, text: str) -> Prefix:
+        p = self._parsed.get(text)
+        if p is None:
+            if len(self._parsed) > 500_000:
+                self._parsed.clear()
+            p = self._parsed[text] = Prefix.parse(text)
+        return p
 
     def node_addresses(self) -> list[str]:
         """This Node's InternalIP/ExternalIP addresses (host routes only) for the guard."""

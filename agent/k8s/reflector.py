@@ -76,8 +76,9 @@ class Reflector:
                  transform: Callable[[dict], Any] = lambda obj: obj, key: Callable[[dict], str] = default_key,
                  watch_timeout: int = 300, backoff: tuple[float, float] = (0.5, 30.0),
                  list_kwargs: dict | None = None, not_found_retry: float = 300.0,
-                 list_timeout: float = 60.0) -> None:
+                 list_timeout: float = 60.0, page_size: int = 500) -> None:
         self.name = name
+        self.page_size = page_size
         self._list_fn = list_fn
         self._on_batch = on_batch
         self._transform = transform
@@ -169,58 +170,86 @@ class Reflector:
         return resp
 
     def _list(self) -> None:
-        try:
-            resp = self._call(_request_timeout=self.list_timeout)
-        except Exception as e:
-            _raise_status(e)
-            raise
-        try:
-            body = json.loads(resp.data)
-        finally:
-            resp.release_conn()
-            self._resp = None
-        if self.lists:
-            self.relists += 1
-            log.info("%s: relisted, %d objects", self.name, len(body.get("items") or ()))
-        self.lists += 1
-        api_version, kind = body.get("apiVersion"), (body.get("kind") or "")
-        kind = kind[:-4] if kind.endswith("List") else None
+        """List in pages of `page_size` (the API server's ``limit``/``continue``): every page is
+        parsed, reduced by `transform` and dropped before the next is read, so 10,000 Services
+        never exist as one 40 MB tree of dicts. Nothing is stored before the last page: a list
+        that fails half-way (a 410 on an expired continue token) leaves the store as it was."""
         marked: set[str] = set()
         upserts = []
-        for item in body.get("items") or ():
-            if kind and "kind" not in item:
-                item["apiVersion"], item["kind"] = api_version, kind
-            k = self._key(item)
-            rv = item["metadata"].get("resourceVersion")
-            old = self._store.get(k)
-            if old is not None and old[0] == rv:
-                marked.add(k)
-                continue
-            value = self._apply(k, item)
-            if value is _SKIP:  # a failing transform keeps the previous value
-                if old is not None:
+        staged: list[tuple[str, Any, Any]] = []  # (key, resourceVersion, value) to store
+        token = None
+        rv = None
+        count = 0
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size}
+            if token:
+                kwargs["_continue"] = token
+            try:
+                resp = self._call(_request_timeout=self.list_timeout, **kwargs)
+            except Exception as e:
+                _raise_status(e)
+                raise
+            try:
+                body = json.loads(resp.data)
+            finally:
+                resp.release_conn()
+                self._resp = None
+            meta = body.get("metadata") or {}
+            if rv is None:
+                rv = meta["resourceVersion"]  # every page is of the first page's snapshot
+            api_version, kind = body.get("apiVersion"), (body.get("kind") or "")
+            kind = kind[:-4] if kind.endswith("List") else None
+            items = body.get("items") or ()
+            count += len(items)
+            for item in items:
+                if kind and "kind" not in item:
+                    item["apiVersion"], item["kind"] = api_version, kind
+                k = self._key(item)
+                irv = item["metadata"].get("resourceVersion")
+                old = self._store.get(k)
+                if old is not None and old[0] == irv:
                     marked.add(k)
-            elif value is not _IGNORED:  # an ignored object is swept like a missing one
-                marked.add(k)
-                upserts.append(value)
+                    continue
+                value = self._transformed(k, item)
+                if value is _SKIP:  # a failing transform keeps the previous value
+                    if old is not None:
+                        marked.add(k)
+                elif value is not _IGNORED:  # an ignored object is swept like a missing one
+                    marked.add(k)
+                    upserts.append(value)
+                    staged.append((k, irv, value))
+            token = meta.get("continue")
+            del body, items
+            if not token:
+                break
+        if self.lists:
+            self.relists += 1
+            log.info("%s: relisted, %d objects", self.name, count)
+        self.lists += 1
+        for k, irv, value in staged:
+            self._store[k] = (irv, value)
         deletes = tuple(k for k in self._store if k not in marked)
         for k in deletes:
             del self._store[k]
-        self._rv = body["metadata"]["resourceVersion"]
+        self._rv = rv
         self._emit(tuple(upserts), deletes, True)
         self._synced = True
         self._failures = 0
 
-    def _apply(self, k: str, obj: dict) -> Any:
-        """Transform `obj` and store the value; or _IGNORED (transform said None), _SKIP (it raised)."""
+    def _transformed(self, k: str, obj: dict) -> Any:
+        """`transform(obj)`, or _IGNORED (it said None), or _SKIP (it raised)."""
         try:
             value = self._transform(obj)
         except Exception:  # noqa: BLE001 - a bad object must not stop the reflector
             log.exception("%s: cannot transform %s; keeping the previous value", self.name, k)
             return _SKIP
-        if value is None:
-            return _IGNORED
-        self._store[k] = (obj["metadata"].get("resourceVersion"), value)
+        return _IGNORED if value is None else value
+
+    def _apply(self, k: str, obj: dict) -> Any:
+        """Transform `obj` and store the value; or _IGNORED (transform said None), _SKIP (it raised)."""
+        value = self._transformed(k, obj)
+        if value is not _SKIP and value is not _IGNORED:
+            self._store[k] = (obj["metadata"].get("resourceVersion"), value)
         return value
 
     def _watch(self) -> None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import itertools
 import json
 import logging
 import socket
@@ -296,6 +297,8 @@ class KubeApiServer:
         for plural in _RA_KINDS:
             self._register(_custom_type(plural))
         self._watchers: set[_WatchConn] = set()
+        self._snapshots: dict[str, tuple[str, list[bytes]]] = {}  # paged lists in progress
+        self._snapshot_ids = itertools.count(1)
         self._conns: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -490,6 +493,50 @@ class KubeApiServer:
 
     # -- internals: verbs ----------------------------------------------------------------------
 
+    def _list_page(self, store: _Store, ns: str | None, match, limit: str | None,
+                   token: str | None) -> bytes:
+        """A list, or one page of it (``limit``/``continue``, as the real API server pages: every
+        page is of the snapshot taken by the first; an unknown or expired token is 410 Expired).
+        Caller holds the lock."""
+        if token:
+            snap = self._snapshots.get(token.partition(":")[0])
+            if snap is None:
+                raise ApiError(410, "Expired", "the provided continue parameter is too old")
+            rv, items = snap
+            offset = int(token.partition(":")[2])
+        elif limit:
+            rv, items, offset = str(self._rv), self._list_items(store, ns, match), 0
+        else:
+            return self._list_body(store, ns, match)
+        n = int(limit) if limit and int(limit) > 0 else len(items)
+        page, rest = items[offset:offset + n], len(items) - offset - n
+        meta: dict = {"resourceVersion": rv}
+        if rest > 0:
+            sid = token.partition(":")[0] if token else str(next(self._snapshot_ids))
+            if not token:
+                self._snapshots[sid] = (rv, items)
+                while len(self._snapshots) > 32:
+                    self._snapshots.pop(next(iter(self._snapshots)))
+            meta["continue"] = f"{sid}:{offset + n}"
+            meta["remainingItemCount"] = rest
+        elif token:
+            self._snapshots.pop(token.partition(":")[0], None)
+        rt = store.rt
+        head = _dumps({"apiVersion": rt.api_version, "kind": rt.kind + "List", "metadata": meta})
+        return head[:-1].encode() + b',"items":[' + b",".join(page) + b"]}"
+
+    def _list_items(self, store: _Store, ns: str | None, match) -> list[bytes]:
+        rt = store.rt
+        items = []
+        for (ons, _), e in store.objects.items():
+            if (ns is not None and ons != ns) or (match is not None and not match(e.obj)):
+                continue
+            if e.item is None:
+                e.item = _dumps({k: v for k, v in e.obj.items() if k not in ("apiVersion", "kind")}
+                                ).encode() if rt.builtin else e.raw
+            items.append(e.item)
+        return items
+
     def _list_body(self, store: _Store, ns: str | None, match) -> bytes:
         rt = store.rt
         items = []
@@ -665,7 +712,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if watch:
                     return self._watch(api, store, ns, q, match)
                 with api._lock:
-                    body = api._list_body(store, ns, match)
+                    body = api._list_page(store, ns, match, q.get("limit"), q.get("continue"))
                 return self._send(200, body)
             if (method == "POST") == bool(name) or (rt.namespaced and method == "POST" and ns is None):
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {self.path}")
