@@ -88,7 +88,8 @@ class BgpRuntime:
         self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
                                runtime_dir=runtime_dir, wrapper=wrapper, exabgp_log_level="WARNING")
         self._import_key = _import_key(config, distances)
-        self.cluster_protected: tuple = ()
+        self.cluster_protected: list | tuple = ()  # kept as given: its identity marks a change
+        self._protected_key: tuple | None = None
         self._cluster_others: frozenset = frozenset()
         self._refresh_handle = None
         self.updates = 0
@@ -162,7 +163,7 @@ class BgpRuntime:
         self.stage.set_policies(self.policies)
         self.stage.set_distances(distances)
         self.adverts = tuple(config.adverts)
-        out.updates += self._set_protected([*_protected(config), *self.cluster_protected])
+        out.updates += self._set_protected(_protected(config))
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
@@ -184,16 +185,20 @@ class BgpRuntime:
         if others != self._cluster_others:
             self.guard.set_cluster(others)
             self._cluster_others = others
-        self.cluster_protected = tuple(protected)
-        return self._set_protected([*_protected(config), *self.cluster_protected], recheck=grew, refresh=shrank)
+        self.cluster_protected = protected
+        return self._set_protected(_protected(config), recheck=grew, refresh=shrank)
 
-    def _set_protected(self, protected, recheck: bool = False, refresh: bool = False) -> list:
+    def _set_protected(self, own, recheck: bool = False, refresh: bool = False) -> list:
         """Replace the guard's protected prefixes. Grown: accepted routes the guard now refuses
         are withdrawn at once. Shrunk: routes refused before may be acceptable now, but ExaBGP
         keeps no adj-RIB-in, so a route refresh is asked from every peer, at most every
         `REFRESH_DELAY` seconds (Service churn must not turn into a refresh per change)."""
+        key = (tuple(own), id(self.cluster_protected))
+        if key == self._protected_key:  # (the cluster's list is a new object when it changed)
+            return []
+        self._protected_key = key
         old = self.guard.protected
-        new = frozenset(Prefix.parse(p) if isinstance(p, str) else p for p in protected)
+        new = frozenset(Prefix.parse(p) if isinstance(p, str) else p for p in (*own, *self.cluster_protected))
         if new != old:  # (10,000 VIPs: rebuilding the index costs more than comparing)
             self.guard.set_protected(new)
         updates = []

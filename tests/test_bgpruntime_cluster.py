@@ -61,7 +61,7 @@ def test_protected_growth_withdraws_at_once(rt):
     assert updates == [Update(P("10.96.0.10/32"), origin, None)]
     assert refreshes(rt) == []  # nothing shrank
     assert rt.guard.protected == {P("10.244.1.0/24"), P("10.96.0.10/32")}
-    assert rt.cluster_protected == (P("10.96.0.10/32"), P("10.244.1.0/24"))
+    assert tuple(rt.cluster_protected) == (P("10.96.0.10/32"), P("10.244.1.0/24"))
     [row] = rt.explain(P("10.96.0.10/32"))
     assert (row["accepted"], row["policy"], row["reason"]) == (False, "guard", Reason.OWN_PREFIX.value)
     assert rt.stage.verdict(PEER, P("198.51.100.0/24")).accepted  # unaffected

@@ -155,7 +155,7 @@ class Guard:
 
     @property
     def protected(self) -> frozenset[Prefix]:
-        return frozenset(self._protected)
+        return self._protected._set  # immutable: no copy
 
     @property
     def node_addresses(self) -> tuple[str, ...]:

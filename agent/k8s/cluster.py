@@ -78,6 +78,7 @@ class ClusterState:
         self.synced_resources: set[str] = set()
         self._selections: dict[str, Selection] = {}
         self._guard_cache = None
+        self._expanded: dict[str, tuple] = {}  # name -> (advert, prefixes, expanded advert)
         self._parsed: dict[str, Prefix] = {}
 
     # ---- input ----
@@ -206,7 +207,14 @@ class ClusterState:
             else:
                 out.append(adv)
                 continue
-            out.append(adv.model_copy(update={"spec": spec.model_copy(update={"prefixes": tuple(prefixes)})}))
+            prefixes = tuple(prefixes)
+            prev = self._expanded.get(adv.metadata.name)
+            if prev is not None and prev[0] is adv and prev[1] is prefixes:
+                out.append(prev[2])  # unchanged: the same object (the export side can tell)
+                continue
+            new = adv.model_copy(update={"spec": spec.model_copy(update={"prefixes": prefixes})})
+            self._expanded[adv.metadata.name] = (adv, prefixes, new)
+            out.append(new)
         return config.model_copy(update={"adverts": tuple(out)})
 
     def guard_inputs(self, config: Config) -> tuple[list[Prefix], list[Prefix]]:
