@@ -87,3 +87,15 @@ def api_get(ns: str, path: str, port: int = 9180):
             "except Exception as e: sys.exit(1)")
     r = sh(sys.executable, "-c", code, ns=ns, check=False)
     return r.stdout if r.returncode == 0 else None
+
+
+@contextmanager
+def in_netns(ns: str):
+    """Run the block with this thread in namespace `ns` (sockets opened meanwhile stay there)."""
+    from pyroute2 import netns as pr_netns
+
+    pr_netns.pushns(ns)
+    try:
+        yield
+    finally:
+        pr_netns.popns()

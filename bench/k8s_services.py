@@ -49,7 +49,6 @@ JSON object. --profile DIR adds one cProfile'd agent run (not timed) and prints 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import json
 import os
@@ -152,20 +151,10 @@ def sender_bird_config(n: int) -> str:
                            export={4: ""}, import_all=False, hold_time=HOLD_TIME, graceful_restart=False))
 
 
-@contextlib.contextmanager
-def in_netns(ns: str):
-    from pyroute2 import netns as pr_netns
-
-    pr_netns.pushns(ns)
-    try:
-        yield
-    finally:
-        pr_netns.popns()
-
-
 def start_server(ns: str, objects: list[dict], stack):
     """The test API server listening on PEER_ADDR inside `ns`, loaded with `objects`."""
     from agent.k8s.testapi import KubeApiServer
+    from agent.nsutil import in_netns
 
     api = KubeApiServer(host=PEER_ADDR)
     with in_netns(ns):
@@ -183,6 +172,8 @@ def list_seconds(api, ns: str) -> dict:
     from kubernetes import client as kclient
 
     out: dict = {}
+    from agent.nsutil import in_netns
+
     with in_netns(ns):  # the client's connections are opened from this thread, inside `ns`
         c = api.api_client()
         try:

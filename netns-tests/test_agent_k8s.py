@@ -9,32 +9,21 @@ installed), a more specific of it and the cluster's Service CIDR (both refused b
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
 
 import pytest
-from pyroute2 import netns as pr_netns
 
 from agent.k8s import rbac
 from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
-from agent.nsutil import agent_cmd, wait_for
+from agent.nsutil import agent_cmd, in_netns, wait_for
 from conftest import tor_config
 
 RA = "routeagent.io/v1alpha1"
 POD_A, POD_B = "10.244.1.0/24", "10.244.2.0/24"
 INSIDE_B, SVC_CIDR = "10.244.2.128/25", "10.96.0.0/12"
 LB_VIP, LOCAL_VIP, CLUSTER_IP = "198.51.100.10", "198.51.100.20", "10.96.0.10"
-
-
-@contextlib.contextmanager
-def in_netns(ns: str):
-    pr_netns.pushns(ns)
-    try:
-        yield
-    finally:
-        pr_netns.popns()
 
 
 def cr(kind: str, name: str, spec: dict, labels: dict | None = None) -> dict:

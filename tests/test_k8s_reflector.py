@@ -8,16 +8,13 @@ import pytest
 from kubernetes import client
 
 from agent.k8s.reflector import Batch, Reflector, default_key
+from agent.nsutil import wait_for
 from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
 
 RA = ("routeagent.io", "v1alpha1")
 
 
-def poll(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+poll = functools.partial(wait_for, timeout=5.0, interval=0.01)
 
 
 class Sink:

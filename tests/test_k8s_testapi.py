@@ -1,5 +1,6 @@
 """The local API server (agent.k8s.testapi) driven by the real `kubernetes` client."""
 
+import functools
 import json
 import time
 
@@ -7,6 +8,7 @@ import pytest
 import urllib3
 from kubernetes import client, config
 
+from agent.nsutil import wait_for
 from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
 
 RA = ("routeagent.io", "v1alpha1")
@@ -26,11 +28,7 @@ def api(server, tmp_path):
     c.close()
 
 
-def poll(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+poll = functools.partial(wait_for, timeout=5.0, interval=0.01)
 
 
 class Stream:

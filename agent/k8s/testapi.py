@@ -504,10 +504,8 @@ class KubeApiServer:
                 raise ApiError(410, "Expired", "the provided continue parameter is too old")
             rv, items = snap
             offset = int(token.partition(":")[2])
-        elif limit:
-            rv, items, offset = str(self._rv), self._list_items(store, ns, match), 0
         else:
-            return self._list_body(store, ns, match)
+            rv, items, offset = str(self._rv), self._list_items(store, ns, match), 0
         n = int(limit) if limit and int(limit) > 0 else len(items)
         page, rest = items[offset:offset + n], len(items) - offset - n
         meta: dict = {"resourceVersion": rv}
@@ -536,20 +534,6 @@ class KubeApiServer:
                                 ).encode() if rt.builtin else e.raw
             items.append(e.item)
         return items
-
-    def _list_body(self, store: _Store, ns: str | None, match) -> bytes:
-        rt = store.rt
-        items = []
-        for (ons, _), e in store.objects.items():
-            if (ns is not None and ons != ns) or (match is not None and not match(e.obj)):
-                continue
-            if e.item is None:
-                e.item = _dumps({k: v for k, v in e.obj.items() if k not in ("apiVersion", "kind")}
-                                ).encode() if rt.builtin else e.raw
-            items.append(e.item)
-        head = _dumps({"apiVersion": rt.api_version, "kind": rt.kind + "List",
-                       "metadata": {"resourceVersion": str(self._rv)}})
-        return head[:-1].encode() + b',"items":[' + b",".join(items) + b"]}"
 
     def _write(self, method: str, store: _Store, ns: str | None, name: str, sub: str,
                body: Any, ctype: str) -> tuple[int, dict]:
