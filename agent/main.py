@@ -139,9 +139,16 @@ class Agent:
         if any(p.spec.router_id is None for p in config.peers):
             ipv4 = next((a.split("/")[0] for a in node_addresses() if ":" not in a), None)
         try:
-            return cfgmod.for_node(config, cfgmod.NodeIdentity(self.node_name, {}, ipv4))
+            resolved = cfgmod.for_node(config, cfgmod.NodeIdentity(self.node_name, {}, ipv4))
         except ValueError as exc:
             raise ConfigError([Problem(str(self.config_path), "", "", str(exc))]) from None
+        kept = {(o.kind, o.metadata.name) for g in ("peers", "static", "adverts") for o in getattr(resolved, g)}
+        skipped = [f"{o.kind}/{o.metadata.name}" for g in ("peers", "static", "adverts")
+                   for o in getattr(config, g) if (o.kind, o.metadata.name) not in kept]
+        if skipped:
+            log.warning("standalone: a host has no Node labels, so objects whose nodeSelector "
+                        "selects labels are left out: %s", ", ".join(skipped))
+        return resolved
 
     # ---------------------------------------------------------------- start-up
     def _start_kernel(self) -> None:

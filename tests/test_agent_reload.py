@@ -66,3 +66,44 @@ async def test_monitor_overrun_and_link_down_ask_for_a_full_scan(tmp_path):
     agent._handle_kernel([Overrun(), LinkEvent(False, Link("eth9", 9, False))])
     kinds = [agent._queue.get_nowait() for _ in range(agent._queue.qsize())]
     assert [(e.kind, e.data) for e in kinds] == [("scan", "overrun"), ("scan", "link-down")]
+
+
+SELECTED = GOOD + """---
+apiVersion: routeagent.io/v1alpha1
+kind: StaticRoutes
+metadata: {name: rack2}
+spec:
+  nodeSelector: {matchLabels: {rack: r2}}
+  routes:
+    - {prefix: 198.51.100.0/24, blackhole: true}
+---
+apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor}
+spec: {peerAddress: 10.0.0.1, peerAS: 65001, localAS: 65000,
+       nodeOverrides: [{nodeName: other, routerId: 10.9.9.9}]}
+"""
+
+
+def test_standalone_resolves_for_the_host(tmp_path, monkeypatch, caplog):
+    """Standalone: the router id defaults to the host's first IPv4 address, objects selecting
+    Node labels are left out (with a warning), overrides of other nodes do not apply."""
+    monkeypatch.setattr("agent.main.node_addresses", lambda: ["fd00::5/64", "192.0.2.7/24"])
+    path = tmp_path / "c.yaml"
+    path.write_text(SELECTED)
+    agent = Agent(str(path), node_name="host-a", state_dir=str(tmp_path / "state"))
+    assert [o.metadata.name for o in agent.config.static] == ["s"]
+    assert agent.config.peers[0].spec.router_id == "192.0.2.7"
+    assert "StaticRoutes/rack2" in caplog.text
+
+
+def test_standalone_without_ipv4_and_router_id_is_an_error(tmp_path, monkeypatch):
+    import pytest
+
+    from agent.configload import ConfigError
+
+    monkeypatch.setattr("agent.main.node_addresses", lambda: ["fd00::5/64"])
+    path = tmp_path / "c.yaml"
+    path.write_text(SELECTED)
+    with pytest.raises(ConfigError, match="spec.routerId: unset"):
+        Agent(str(path), node_name="host-a", state_dir=str(tmp_path / "state"))
