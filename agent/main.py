@@ -66,6 +66,7 @@ DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 
 RETRY_MIN, RETRY_MAX = 0.5, 30.0
 STATUS_SECONDS = 10.0
+STATUS_MIN_SECONDS = 2.0
 CONFIG_POLL_SECONDS = 1.0
 
 
@@ -115,6 +116,7 @@ class Agent:
         self._synced_once = False
         self._status_sent: dict | None = None
         self._k8s_pending = Change()
+        self._status_at = -STATUS_MIN_SECONDS
         self._guard_inputs = self._guard_addrs = None
 
     def _init_state(self, config) -> None:
@@ -306,6 +308,7 @@ class Agent:
             self._bgp_output(self.bgp.handle(ev.data, time.monotonic()))
             if self.kube is not None and isinstance(ev.data, PeerState) and ev.data.state in (
                     PeerStatus.UP, PeerStatus.DOWN):
+                self._queue.put_nowait(Event("status", "soon"))
                 up = ev.data.state is PeerStatus.UP
                 self.kube.event("BgpSessionUp" if up else "BgpSessionDown",
                                 f"BGP session with {ev.data.peer} {ev.data.state.value}"
@@ -319,7 +322,7 @@ class Agent:
         elif ev.kind == "k8s-commit":
             self._commit_k8s()
         elif ev.kind == "status":
-            self._publish_status()
+            self._publish_status(soon=ev.data == "soon")
         elif ev.kind == "gate-timeout":
             if self.gate.expire():
                 self._open_gate()
@@ -334,6 +337,7 @@ class Agent:
         p.config |= change.config
         p.adverts |= change.adverts
         p.guard |= change.guard or batch.synced  # (a synced batch may open the restart gate)
+        p.problems |= change.problems
 
     def _commit_k8s(self) -> None:
         change, self._k8s_pending = self._k8s_pending, Change()
@@ -344,8 +348,8 @@ class Agent:
                 self._config_rejected(exc.problems)
             else:
                 self._config_accepted()
-        elif change.config:
-            self._config_rejected([])  # problems of single objects are shown, nothing changes yet
+        elif change.config or change.problems:
+            self._config_rejected([])  # problems of single objects are shown, nothing changes
         if (change.config or change.adverts) and self.cluster.config_synced:
             self._load_config(self.cluster.expand(self.base_config))
         if change.guard or change.config:
@@ -362,6 +366,8 @@ class Agent:
             log.error("configuration rejected, keeping the last good one:\n%s", text)
             if self.kube is not None:
                 self.kube.event("ConfigRejected", text, warning=True)
+        if text != self.last_error:
+            self._queue.put_nowait(Event("status", "soon"))
         self.last_error = text
         self.metrics.reload_ok.set(0 if text else 1)
 
@@ -418,12 +424,18 @@ class Agent:
         log.info("kubernetes: configuration of node %s: %d peers, %d advertisements", self.node_name,
                  len(self.config.peers), len(self.config.adverts))
 
-    def _publish_status(self) -> None:
+    def _publish_status(self, soon: bool = False) -> None:
+        """Write the node's status when it changed: every STATUS_SECONDS, and `soon` after a
+        session or configuration problem changed, but never twice within STATUS_MIN_SECONDS
+        (the periodic write catches up)."""
         if self.kube is None:
+            return
+        now = time.monotonic()
+        if soon and now - self._status_at < STATUS_MIN_SECONDS:
             return
         status = node_status(self)
         if status != self._status_sent:
-            self._status_sent = status
+            self._status_sent, self._status_at = status, now
             self.kube.publish_status(status | {"updated": utc_now()})
 
     def _bgp_output(self, out) -> None:

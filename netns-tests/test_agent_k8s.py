@@ -129,11 +129,13 @@ def test_cluster_mode_end_to_end(cluster):
 
     # status object and events
     def status():
-        obj = api.get(RA, "RouteAgentNodeState", "node-a")
-        return obj and obj.get("status", {}).get("peersUp") == 1 and obj["status"]
-    st = wait_for(status, 30, what="RouteAgentNodeState status")
+        st = (api.get(RA, "RouteAgentNodeState", "node-a") or {}).get("status", {})
+        fam = st.get("peers", [{}])[0].get("families", {}).get("ipv4-unicast", {})
+        return st.get("peersUp") == 1 and fam.get("installed") == 1 and st
+    st = wait_for(status, 40, what="RouteAgentNodeState status")
     fam = st["peers"][0]["families"]["ipv4-unicast"]
-    assert fam["accepted"] == 1 and fam["installed"] == 1 and fam["advertised"] >= 2
+    assert fam["received"] == 3 and fam["accepted"] == 1 and fam["rejected"] == 2
+    assert fam["advertised"] >= 2 and st["ready"] is True
     events = api.objects("v1", "Event")
     assert any(e.get("reason") == "BgpSessionUp" for e in events)
 
@@ -147,6 +149,19 @@ def test_cluster_mode_end_to_end(cluster):
     assert n.routes() == before
     api.delete("v1", "Service", "web", "default")
     wait_for(lambda: not bird_has(bird, f"{LB_VIP}/32"), 15, what="deleted Service withdrawn")
+
+    # an invalid change to the BgpPeer is rejected with its field; the last good one keeps running
+    bad = dict(CONFIG[1], spec=dict(CONFIG[1]["spec"], peerAS=23456))
+    api.put(bad)
+    st = wait_for(lambda: (api.get(RA, "RouteAgentNodeState", "node-a") or {}).get("status", {}).get(
+        "configErrors"), 30, what="configErrors in the status")
+    assert any("BgpPeer/tor" in e and "spec.peerAS" in e and "AS_TRANS" in e for e in st)
+    wait_for(lambda: any(e.get("reason") == "ConfigRejected" for e in api.objects("v1", "Event")), 10,
+             what="ConfigRejected event")
+    assert n.api("/api/peers")[0]["state"] == "up" and bird_has(bird, POD_A)
+    api.put(CONFIG[1])  # fixed: the error goes away
+    wait_for(lambda: not api.get(RA, "RouteAgentNodeState", "node-a")["status"]["configErrors"], 30,
+             what="configErrors cleared")
 
     metrics = n.api("/metrics")
     assert 'route_agent_k8s_synced{resource="services"} 1.0' in metrics

@@ -55,9 +55,10 @@ class Change:
     config: bool = False  # configuration objects or this node's labels/addresses
     adverts: bool = False  # pod CIDRs or VIPs of this node's advertisements
     guard: bool = False  # the cluster's share of the guard
+    problems: bool = False  # the set of rejected objects changed (nothing else to recompute)
 
     def __bool__(self) -> bool:
-        return self.config or self.adverts or self.guard
+        return self.config or self.adverts or self.guard or self.problems
 
 
 def validate_object(data: dict) -> tuple[object | None, list[Problem]]:
@@ -92,10 +93,12 @@ class ClusterState:
             for key in batch.deletes:
                 name = key.rpartition("/")[2]
                 self.good.pop((kind, name), None)
-                self.problems.pop((kind, name), None)
+                change.problems |= self.problems.pop((kind, name), None) is not None
                 change.config = True
             for raw in batch.upserts:
-                change.config |= self._config_object(kind, raw)
+                config, problems = self._config_object(kind, raw)
+                change.config |= config
+                change.problems |= problems
             change.config |= batch.synced  # the first full list completes the configuration
         elif res == "nodes":
             me = self.nodes.get(self.node_name)
@@ -132,17 +135,19 @@ class ClusterState:
             change.guard = True
         return change
 
-    def _config_object(self, kind: str, raw: dict) -> bool:
+    def _config_object(self, kind: str, raw: dict) -> tuple[bool, bool]:
+        """(the configuration changed, the object's problems changed)."""
         name = str(raw.get("metadata", {}).get("name", ""))
         obj, problems = validate_object(raw)
+        before = self.problems.get((kind, name))
         if obj is None:
             self.problems[(kind, name)] = problems
-            return False  # the last good version (if any) stays
+            return False, before != problems  # the last good version (if any) stays
         self.problems.pop((kind, name), None)
         if self.good.get((kind, name)) == obj:
-            return False  # only server metadata or status changed
+            return False, before is not None  # only server metadata or status changed
         self.good[(kind, name)] = obj
-        return True
+        return True, before is not None
 
     # ---- state ----
     @property
