@@ -46,7 +46,11 @@ def cmd_run(args) -> int:
     except ConfigError as exc:
         print(format_problems(exc.problems), file=sys.stderr)
         return 1
-    asyncio.run(agent.run())
+    try:
+        asyncio.run(agent.run())
+    except ConfigError as exc:  # cluster mode: the API client could not be set up
+        print(format_problems(exc.problems), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -400,7 +400,11 @@ class Agent:
 
         loop = asyncio.get_running_loop()
         put = lambda batch: loop.call_soon_threadsafe(self._queue.put_nowait, Event("k8s", batch))
-        self.kube = KubeSource(self.node_name, put, kubeconfig=self.kubeconfig)
+        try:
+            self.kube = KubeSource(self.node_name, put, kubeconfig=self.kubeconfig)
+        except Exception as exc:  # no kubeconfig, no service account: nothing was touched yet
+            raise ConfigError([Problem(self.kubeconfig or "kubernetes", "", "",
+                                       f"cannot set up the Kubernetes client: {exc}")]) from None
         self.kube.start()
         waited = time.monotonic()
         while not self.cluster.config_synced:
@@ -602,7 +606,11 @@ class Agent:
         server = await serve(self, self.api_address_override or api.address,
                              self.api_port_override if self.api_port_override is not None else api.port)
         if self.cluster is not None:
-            await self._start_kubernetes()
+            try:
+                await self._start_kubernetes()
+            except BaseException:
+                server.close()
+                raise
         _tune_gc()
         self._start_kernel()
         self._bgp_config = self.config

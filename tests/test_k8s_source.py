@@ -75,3 +75,14 @@ def test_events_are_about_the_node_and_rate_limited(api, tmp_path):
     assert events["BgpSessionUp"]["involvedObject"] == {"kind": "Node", "name": "node-a", "apiVersion": "v1"}
     assert events["BgpSessionUp"]["metadata"]["namespace"] == "default"
     assert [c for c in api.calls if not rbac.allowed(*c)] == []
+
+
+async def test_agent_without_kubernetes_credentials_fails_clearly(tmp_path, monkeypatch):
+    from agent.configload import ConfigError
+    from agent.main import Agent
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    agent = Agent(None, kubernetes=True, kubeconfig=str(tmp_path / "missing"), node_name="node-a",
+                  state_dir=str(tmp_path / "state"), api_port=0)
+    with pytest.raises(ConfigError, match="cannot set up the Kubernetes client"):
+        await agent.run()
