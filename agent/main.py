@@ -381,10 +381,10 @@ class Agent:
         if inputs is not self._guard_inputs:
             self._guard_inputs = inputs
             self._apply_rib(self.rib.apply(self.bgp.set_cluster_guard(self.config, *inputs)))
-        addrs = self._node_addresses()
-        if addrs != self._guard_addrs:
-            self._guard_addrs = addrs
-            self.bgp.set_node_addresses(addrs)
+        node_ips = self.cluster.node_addresses()
+        if node_ips != self._guard_addrs:  # the interfaces' share is refreshed by the full scan
+            self._guard_addrs = node_ips
+            self.bgp.set_node_addresses(self._node_addresses())
 
     def _node_addresses(self) -> list[str]:
         """Interface addresses, and in cluster mode the Node's addresses (host routes)."""

@@ -571,6 +571,16 @@ def describe(r: dict) -> str:
     return line
 
 
+def keep_best(best: dict, best_change: dict, kind: str, r: dict, n: int) -> bool:
+    """Keep run `r` of `kind` when it is the fastest so far (whole table; change); False when the
+    run is incomplete (fewer than `n` routes at the receiver, or not exactly one session)."""
+    if kind not in best or r["seconds"] < best[kind]["seconds"]:
+        best[kind] = r
+    if "change_s" in r and (kind not in best_change or r["change_s"] < best_change[kind]["change_s"]):
+        best_change[kind] = r
+    return r["route_count"] >= n and r["sessions"] == 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10000, help="prefixes to advertise")
@@ -614,12 +624,7 @@ def main() -> int:
                 r = run_one(kind, n, d, args.timeout, quickack=args.quickack)
                 runs.append(r)
                 print(describe(r), flush=True)
-                if kind not in best or r["seconds"] < best[kind]["seconds"]:
-                    best[kind] = r
-                if "change_s" in r and (kind not in best_change or r["change_s"] < best_change[kind]["change_s"]):
-                    best_change[kind] = r
-                if r["route_count"] < n or r["sessions"] != 1:
-                    ok = False
+                ok &= keep_best(best, best_change, kind, r, n)
                 if not args.keep:
                     shutil.rmtree(d, ignore_errors=True)
         if args.profile:

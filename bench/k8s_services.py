@@ -89,6 +89,7 @@ from export import (  # noqa: E402
     bird_command,
     bird_connect,
     bird_reply,
+    keep_best,
 )
 
 RA = "routeagent.io/v1alpha1"
@@ -410,12 +411,7 @@ def main() -> int:
                           f"({listing['services_mib']} MiB), EndpointSlices {listing['endpointslices_cold_s']:.3f}/"
                           f"{listing['endpointslices_warm_s']:.3f}s ({listing['endpointslices_mib']} MiB)")
                 print(describe(r), flush=True)
-                if kind not in best or r["seconds"] < best[kind]["seconds"]:
-                    best[kind] = r
-                if "change_s" in r and (kind not in best_change or r["change_s"] < best_change[kind]["change_s"]):
-                    best_change[kind] = r
-                if r["route_count"] < n or r["sessions"] != 1:
-                    ok = False
+                ok &= keep_best(best, best_change, kind, r, n)
                 if not args.keep:
                     shutil.rmtree(d, ignore_errors=True)
         if args.profile:

@@ -81,22 +81,17 @@ def canonical_cidr(value: Any) -> str | None:
         return None
 
 
+def _canonical_all(values: Any, canonical) -> tuple[str, ...]:
+    """The canonical texts of a list, unparsable entries and duplicates dropped, order kept."""
+    return tuple(dict.fromkeys(c for c in map(canonical, _list(values)) if c is not None))
+
+
 def _ips(values: Any) -> tuple[str, ...]:
-    out: dict[str, None] = {}
-    for v in _list(values):
-        ip = canonical_ip(v)
-        if ip is not None:
-            out[ip] = None
-    return tuple(out)
+    return _canonical_all(values, canonical_ip)
 
 
 def _cidrs(values: Any) -> tuple[str, ...]:
-    out: dict[str, None] = {}
-    for v in _list(values):
-        net = canonical_cidr(v)
-        if net is not None:
-            out[net] = None
-    return tuple(out)
+    return _canonical_all(values, canonical_cidr)
 
 
 def _freeze_labels(obj) -> None:
