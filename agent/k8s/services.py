@@ -44,7 +44,7 @@ the same way and the same frozenset object is returned for as long as it does no
 
 from __future__ import annotations
 
-from collections.abc import Callable, KeysView, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -225,14 +225,6 @@ class ServiceVips:
         if self._all_cache is None:
             self._all_cache = frozenset(self._all_refs)
         return self._all_cache
-
-    def service_keys(self) -> KeysView[str]:
-        """Keys of the stored Services (for a mark-and-sweep after a relist)."""
-        return self._services.keys()
-
-    def slice_keys(self) -> KeysView[str]:
-        """Keys of the stored EndpointSlices (for a mark-and-sweep after a relist)."""
-        return self._slices.keys()
 
     # --- per-service work -----------------------------------------------------------------------
 

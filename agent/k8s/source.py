@@ -174,9 +174,3 @@ class KubeSource:
         except Exception as exc:
             self.write_errors += 1
             log.warning("event %s not recorded: %s", reason, exc)
-
-    # ---- views ----
-    def reflector_views(self) -> list[dict]:
-        return [{"resource": r.name, "synced": r.synced,
-                 **{k: getattr(r, k) for k in ("relists", "restarts", "events") if hasattr(r, k)}}
-                for r in self.reflectors]
