@@ -45,15 +45,47 @@ def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
+# IPv6 duplicate address detection off for every interface created in a test namespace: with it on,
+# an address stays `tentative` for a second or more after its link comes up and the kernel adds
+# its `local` route only then, so route events appear at a time that depends on the machine's load.
+NO_DAD = ("net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+
+
 @contextmanager
 def namespace(prefix: str = "ra-"):
     name = unique(prefix)
     sh("ip", "netns", "add", name)
     try:
+        sh("sysctl", "-qw", *NO_DAD, ns=name)
         ip(name, "link", "set", "lo", "up")
         yield name
     finally:
         sh("ip", "netns", "del", name, check=False)
+
+
+def settled(ns: str) -> bool:
+    """True when the kernel has finished its own work for every interface of `ns` that is up with
+    carrier: the IPv6 link-local address exists, is no longer tentative, and its `local` route is in
+    table local. (Even without DAD the link-local address appears only when the kernel's link
+    watcher reports the carrier, up to a second after `ip link set up` on a busy machine.)"""
+    links = [l for l in ip_json(ns, "link", "show")
+             if l["ifname"] != "lo" and {"UP", "LOWER_UP"} <= set(l.get("flags", ()))]
+    if not links:
+        return True
+    addrs = {a["ifname"]: a.get("addr_info", []) for a in ip_json(ns, "-6", "addr", "show")}
+    local = {(r.get("dst"), r.get("dev")) for r in ip_json(ns, "-6", "route", "show", "table", "local")}
+    for link in links:
+        ll = [a for a in addrs.get(link["ifname"], []) if a.get("scope") == "link"]
+        if not ll or any(a.get("tentative") or a.get("dadfailed") for a in ll):
+            return False
+        if any((a["local"], link["ifname"]) not in local for a in ll):
+            return False
+    return True
+
+
+def settle(ns: str, timeout: float = 20.0) -> None:
+    """Wait until `settled(ns)`: call before measuring route events in `ns`."""
+    wait_for(lambda: settled(ns), timeout, what=f"IPv6 link-local set-up in {ns}")
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.05, what: str = ""):

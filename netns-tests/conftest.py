@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agent.nsutil import add_interface, api_get, ip, ip_json, namespace, start_agent, wait_for  # noqa: E402
+from agent.nsutil import add_interface, api_get, ip, ip_json, namespace, settle, start_agent, wait_for  # noqa: E402
 
 PROTO = 201
 
@@ -57,6 +57,7 @@ class Monitor:
         self.ns = ns
         self.lines: list[str] = []
         self._round = 0
+        settle(ns)  # the kernel's own link-local routes are in place before we start counting
         self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE,
                                      text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -248,11 +249,9 @@ def tor_config(static4=(), static6=(), *, router_id="10.0.0.1", local4="10.0.0.1
 
 @pytest.fixture
 def bgp_lab(node, tmp_path):
-    from agent.nsutil import namespace as _ns, sh as _sh
+    from agent.nsutil import namespace as _ns
 
     with _ns("ra-tor-") as tor:
-        for ns in (tor, node.ns):
-            _sh("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0", ns=ns)
         for i in (0, 1):  # replace the node's veth uplinks by veths into the ToR namespace
             ip(node.ns, "link", "del", f"up{i}")
             ip(node.ns, "link", "add", f"up{i}", "type", "veth", "peer", "name", f"tor{i}", "netns", tor)

@@ -141,7 +141,11 @@ def test_route_removed_while_down_is_swept_and_others_untouched(node, monitor_fa
     assert len(events) == 2, events  # the replaced route and the swept one, nothing else
     assert any(e.startswith("Deleted") and "203.0.113.0/24" in e for e in events)
     assert any("192.0.2.0/24 via 10.0.1.1" in e for e in events)
-    assert "route_agent_stale_routes_swept_total 1.0" in node.api("/metrics")
+    metrics = node.api("/metrics")
+    assert "route_agent_stale_routes_swept_total 1.0" in metrics
+    # exactly two netlink writes (the kernel sends no event for a rewrite of an identical route)
+    writes = [l for l in metrics.splitlines() if l.startswith("route_agent_netlink_operations_total{")]
+    assert sum(float(l.split()[-1]) for l in writes) == 2, writes
 
 
 def test_reload_applies_valid_config_and_keeps_last_good_on_invalid(node):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from agent.nsutil import ip, namespace, sh
+from agent.nsutil import ip, namespace
 from agent.speaker import (
     AnnounceEor,
     AnnounceRoute,
@@ -113,8 +113,6 @@ class Lab:
 @pytest.fixture
 async def lab(tmp_path):
     with namespace("ra-spb-") as nb, namespace("ra-spe-") as ne:
-        for ns in (nb, ne):
-            sh("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0", ns=ns)
         ip(nb, "link", "add", "eb", "type", "veth", "peer", "name", "ee", "netns", ne)
         for addr in ("10.99.0.1/24", "10.99.0.3/24", "fd99::1/64"):
             ip(nb, "addr", "add", addr, "dev", "eb", *(("nodad",) if ":" in addr else ()))
