@@ -32,8 +32,8 @@ def _get(api: str, path: str):
 
 
 def cmd_run(args) -> int:
-    from .configload import ConfigError, format_problems
-    from .main import Agent
+    from .config.loader import ConfigError, format_problems
+    from .daemon.agent import Agent
 
     try:
         if args.config is None and not args.kubernetes:
@@ -55,7 +55,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .configload import validate_main
+    from .config.loader import validate_main
 
     return validate_main(args.path)
 
@@ -171,15 +171,9 @@ def cmd_explain(args) -> int:
 
 
 def cmd_crds(args) -> int:
-    from .crds import run
+    from .config.crds import run
 
     return run(args.out, check=args.check)
-
-
-def cmd_demo(args) -> int:
-    from .demo import run_demo
-
-    return run_demo()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,8 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true")
     e.add_argument("--api", default=api)
     e.set_defaults(fn=cmd_explain)
-    d = sub.add_parser("demo", help="run the agent in throw-away network namespaces (root)")
-    d.set_defaults(fn=cmd_demo)
     return p
 
 

@@ -298,7 +298,7 @@ def sh(*args: str, ns: str | None = None) -> str:
 
 
 def tor_config(n: int, distinct: bool) -> str:
-    from agent.speaker.birdlab import bgp_protocol
+    from testlab.bird import bgp_protocol
 
     if distinct:  # its own MED per route: one attribute set, so one UPDATE, per prefix
         routes = "\n".join(f"  route {prefix_text(i)} blackhole {{ bgp_med = {i + 1}; }};" for i in range(n))
@@ -313,7 +313,7 @@ def tor_config(n: int, distinct: bool) -> str:
 
 
 def node_bird_config() -> str:
-    from agent.speaker.birdlab import bgp_protocol
+    from testlab.bird import bgp_protocol
 
     return (f"router id {NODE_ADDR};\nlog stderr {{ info, remote, warning, error, auth, fatal, bug }};\n"
             "protocol device { scan time 10; }\n"
@@ -364,8 +364,8 @@ class Lab:
     """Namespaces `tor` and `node` joined by a veth pair, the ToR BIRD loaded with N routes."""
 
     def __init__(self, workdir: str, n: int, distinct: bool, stack) -> None:
-        from agent.nsutil import namespace
-        from agent.speaker.birdlab import Bird
+        from testlab.netns import namespace
+        from testlab.bird import Bird
 
         self.dir = workdir
         os.makedirs(workdir, exist_ok=True)
@@ -439,7 +439,7 @@ def run_one(kind: str, n: int, distinct: bool, workdir: str, timeout: float,
     """One measurement of receiver `kind` (agent | bird | exabgp_alone) in fresh namespaces."""
     from contextlib import ExitStack
 
-    from agent.speaker.birdlab import Bird
+    from testlab.bird import Bird
 
     table = "distinct" if distinct else "shared"
     with ExitStack() as stack:
@@ -546,9 +546,9 @@ def _read_pid(path: str) -> int | None:
 def exabgp_command(workdir: str, ns: str, agent_yaml_text: str, helper: list[str]) -> tuple[list[str], dict]:
     """ExaBGP's argv and environment exactly as the agent's speaker would build them for the
     BgpPeer of `agent_yaml_text`, with `helper` as its API process (shared with bench/export.py)."""
-    from agent.configload import load_path
+    from agent.config.loader import load_path
     from agent.speaker.exabgp_conf import read_secrets, render
-    from agent.speaker.models import BgpSpeakerSpec
+    from agent.config.bgp import BgpSpeakerSpec
     from agent.speaker.process import resolve_interpreter
 
     confdir = os.path.join(workdir, "config")

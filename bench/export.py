@@ -141,7 +141,7 @@ def exabgp_helper(commands_path: str) -> int:
 # configuration texts
 
 def receiver_config() -> str:
-    from agent.speaker.birdlab import bgp_protocol
+    from testlab.bird import bgp_protocol
 
     return (f"router id {PEER_ADDR};\nlog stderr all;\ntimeformat log \"%F %T.%6f\";\n"
             "protocol device { scan time 10; }\n"
@@ -151,7 +151,7 @@ def receiver_config() -> str:
 
 
 def sender_bird_config(n: int) -> str:
-    from agent.speaker.birdlab import bgp_protocol
+    from testlab.bird import bgp_protocol
 
     routes = "\n".join(f"  route {prefix_text(i)} blackhole;" for i in range(n))
     return (f"router id {NODE_ADDR};\nlog stderr {{ info, remote, warning, error, auth, fatal, bug }};\n"
@@ -192,7 +192,7 @@ def write_atomic(path: str, text: str, replace: bool = True) -> str:
 def config_load_seconds(n: int, workdir: str) -> tuple[float, float]:
     """(import of the config loader, best of 3 `load_path` of the agent's config with N prefixes)."""
     t0 = time.perf_counter()
-    from agent.configload import load_path
+    from agent.config.loader import load_path
 
     t_import = time.perf_counter() - t0
     confdir = os.path.join(workdir, "config-load")
@@ -367,8 +367,8 @@ class Lab:
     """Namespaces `peer` (the receiving BIRD) and `node` (the sender) joined by a veth pair."""
 
     def __init__(self, workdir: str, stack, quickack: bool = False) -> None:
-        from agent.nsutil import namespace
-        from agent.speaker.birdlab import Bird
+        from testlab.netns import namespace
+        from testlab.bird import Bird
 
         self.dir = workdir
         os.makedirs(workdir, exist_ok=True)
@@ -400,7 +400,7 @@ def exabgp_alone_command(workdir: str, ns: str, n: int) -> tuple[list[str], dict
     """ExaBGP as the agent would run it, with the command-writing helper as its API process
     (one command per prefix, as most ExaBGP users send them)."""
     from agent.speaker.codec import AnnounceEor, AnnounceRoute, encode
-    from agent.speaker.events import Family
+    from agent.core.bgp import Family
 
     os.makedirs(workdir, exist_ok=True)
     commands = os.path.join(workdir, "commands.txt")
@@ -419,7 +419,7 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
     """One measurement of sender `kind` (agent | bird | exabgp_alone) in fresh namespaces."""
     from contextlib import ExitStack
 
-    from agent.speaker.birdlab import Bird
+    from testlab.bird import Bird
 
     with ExitStack() as stack:
         lab = Lab(os.path.join(workdir, "lab"), stack, quickack)

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agent.nsutil import add_interface, ip, namespace  # noqa: E402
+from testlab.netns import add_interface, ip, namespace  # noqa: E402
 
 GATEWAY = "10.0.0.1"
 
@@ -47,10 +47,10 @@ def child(mode: str, n: int) -> dict:
     from agent.fib.netlink import LinkIndex, NetlinkFib
     from agent.fib.reconciler import FibState
     from agent.fib.types import FibSettings
-    from agent.model import Candidate, NextHop, Origin, Prefix, SourceKind, Update, intern, nexthops
-    from agent.rib import Rib
+    from agent.core.model import Candidate, NextHop, Origin, Prefix, SourceKind, Update, intern, nexthops
+    from agent.core.rib import Rib
     from agent.sources.kernel import KernelSource
-    from agent.model import DEFAULT_DISTANCE
+    from agent.core.model import DEFAULT_DISTANCE
 
     settings = FibSettings()
     links = LinkIndex()

@@ -110,7 +110,7 @@ def cr(kind: str, name: str, spec: dict) -> dict:
 
 
 def config_objects() -> list[dict]:
-    from agent.k8s.testapi import node
+    from testlab.k8sapi import node
 
     return [
         cr("AgentConfig", "default", {"fib": {"staleSeconds": 5}}),
@@ -124,7 +124,7 @@ def config_objects() -> list[dict]:
 
 
 def service_pair(name: str, lb_ip: str, cluster_ip: str, endpoint: str) -> tuple[dict, dict]:
-    from agent.k8s.testapi import endpoint_slice, service
+    from testlab.k8sapi import endpoint_slice, service
 
     return (service(name, cluster_ips=[cluster_ip], type="LoadBalancer", lb_ips=[lb_ip],
                     external_traffic_policy="Local"),
@@ -142,7 +142,7 @@ def service_objects(n: int) -> list[dict]:
 
 def sender_bird_config(n: int) -> str:
     """The reference sender: the same N VIPs as /32 static blackholes, exported to the receiver."""
-    from agent.speaker.birdlab import bgp_protocol
+    from testlab.bird import bgp_protocol
 
     routes = "\n".join(f"  route {vip(i)}/32 blackhole;" for i in range(n))
     return (f"router id {NODE_ADDR};\nlog stderr {{ info, remote, warning, error, auth, fatal, bug }};\n"
@@ -154,8 +154,8 @@ def sender_bird_config(n: int) -> str:
 
 def start_server(ns: str, objects: list[dict], stack):
     """The test API server listening on PEER_ADDR inside `ns`, loaded with `objects`."""
-    from agent.k8s.testapi import KubeApiServer
-    from agent.nsutil import in_netns
+    from testlab.k8sapi import KubeApiServer
+    from testlab.netns import in_netns
 
     api = KubeApiServer(host=PEER_ADDR)
     with in_netns(ns):
@@ -173,7 +173,7 @@ def list_seconds(api, ns: str) -> dict:
     from kubernetes import client as kclient
 
     out: dict = {}
-    from agent.nsutil import in_netns
+    from testlab.netns import in_netns
 
     with in_netns(ns):  # the client's connections are opened from this thread, inside `ns`
         c = api.api_client()
@@ -205,7 +205,7 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, changes: int = 3,
     """One measurement of `kind` (agent | bird) in fresh namespaces."""
     from contextlib import ExitStack
 
-    from agent.speaker.birdlab import Bird
+    from testlab.bird import Bird
 
     with ExitStack() as stack:
         lab = Lab(os.path.join(workdir, "lab"), stack)

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.model import BgpAttrs, Prefix  # noqa: E402
-from agent.policy import PeerInfo, compile_policies  # noqa: E402
-from agent.policy_models import RoutePolicy  # noqa: E402
+from agent.core.model import BgpAttrs, Prefix  # noqa: E402
+from agent.policy.engine import PeerInfo, compile_policies  # noqa: E402
+from agent.config.policy import RoutePolicy  # noqa: E402
 
 imp = importlib.import_module("agent.import")
 

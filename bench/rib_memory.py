@@ -32,8 +32,8 @@ def rss() -> int:
 def agent_side(n: int) -> dict:
     from agent.fib.reconciler import FibState
     from agent.fib.types import FibSettings
-    from agent.model import Candidate, NextHop, Origin, Prefix, SourceKind, Update, intern, nexthops
-    from agent.rib import Rib
+    from agent.core.model import Candidate, NextHop, Origin, Prefix, SourceKind, Update, intern, nexthops
+    from agent.core.rib import Rib
 
     rib = Rib(default_metric=20)
     rib.set_link("eth0", True)

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agent.nsutil import add_interface, api_get, ip, ip_json, namespace, settle, start_agent, wait_for  # noqa: E402
+from testlab.netns import add_interface, api_get, ip, ip_json, namespace, settle, start_agent, wait_for  # noqa: E402
 
 PROTO = 201
 
@@ -204,7 +204,7 @@ def elapsed(t0: float) -> float:
 
 
 # ---------------------------------------------------------------- BGP: a BIRD 2 "ToR" and the agent
-from agent.speaker.birdlab import Bird, base_config, bgp_protocol  # noqa: E402
+from testlab.bird import Bird, base_config, bgp_protocol  # noqa: E402
 
 
 def bgp_peer(name: str, address: str, local: str, *, peer_as: int = 65001, local_as: int = 65000,
@@ -249,7 +249,7 @@ def tor_config(static4=(), static6=(), *, router_id="10.0.0.1", local4="10.0.0.1
 
 @pytest.fixture
 def bgp_lab(node, tmp_path):
-    from agent.nsutil import namespace as _ns
+    from testlab.netns import namespace as _ns
 
     with _ns("ra-tor-") as tor:
         for i in (0, 1):  # replace the node's veth uplinks by veths into the ToR namespace

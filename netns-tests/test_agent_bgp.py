@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
-from agent.nsutil import ip, wait_for
+from testlab.netns import ip, wait_for
 from conftest import PROTO, agent_config, bgp_peer, gateways, static_routes, tor_config
 
 V4 = ["192.0.2.0/24", "198.51.100.0/24"]
@@ -171,7 +171,7 @@ def test_agent_sigkill_and_restart_while_bird_announces_gives_zero_route_events(
 
 
 def test_two_peers_announcing_one_prefix_give_one_multipath_route_and_one_down_leaves_the_other(bgp_lab):
-    from agent.speaker.birdlab import base_config, bgp_protocol
+    from testlab.bird import base_config, bgp_protocol
 
     node = bgp_lab.node
     conf = base_config("10.0.0.1", ["192.0.2.0/24"]) + "".join(

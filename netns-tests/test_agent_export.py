@@ -7,8 +7,8 @@ import re
 import signal
 import time
 
-from agent.nsutil import wait_for
-from agent.speaker.birdlab import base_config, bgp_protocol
+from testlab.netns import wait_for
+from testlab.bird import base_config, bgp_protocol
 from conftest import HEADER, agent_config, bgp_peer
 
 FAST = agent_config("  fib:\n    staleSeconds: 15\n")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from agent.nsutil import ip, ip_json, wait_for
+from testlab.netns import ip, ip_json, wait_for
 from conftest import PROTO, agent_config, gateways, static_routes
 
 ROUTES = """\

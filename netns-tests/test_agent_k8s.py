@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
-from agent.k8s import rbac
-from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
-from agent.nsutil import agent_cmd, in_netns, wait_for
+from testlab import rbac
+from testlab.k8sapi import KubeApiServer, endpoint_slice, node, service
+from testlab.netns import agent_cmd, in_netns, wait_for
 from conftest import tor_config
 
 RA = "routeagent.io/v1alpha1"

@@ -22,7 +22,7 @@ import pytest
 
 from agent.fib.netlink import LinkIndex, NetlinkFib, RouteMonitor, flush_ours
 from agent.fib.types import FibSettings, ForeignRoute, LinkEvent, Op, OpKind, Overrun, RouteEvent
-from agent.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
+from agent.core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
 
 pytestmark = [
     pytest.mark.netns,

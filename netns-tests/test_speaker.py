@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from agent.nsutil import ip, namespace
+from testlab.netns import ip, namespace
 from agent.speaker import (
     AnnounceEor,
     AnnounceRoute,
@@ -32,7 +32,7 @@ from agent.speaker import (
     Teardown,
     WithdrawRoute,
 )
-from agent.speaker.birdlab import Bird, base_config, bgp_protocol
+from testlab.bird import Bird, base_config, bgp_protocol
 
 V4 = ["192.0.2.0/24", "198.51.100.0/24"]
 V6 = ["2001:db8:1::/48", "2001:db8:2::/48"]

@@ -8,8 +8,8 @@ routes it learned (recursive resolution).
 
 from __future__ import annotations
 
-from agent.nsutil import ip_json, wait_for
-from agent.speaker.birdlab import Bird
+from testlab.netns import ip_json, wait_for
+from testlab.bird import Bird
 from conftest import HEADER, agent_config
 
 UPSTREAM = """router id 10.0.0.1;

@@ -1,6 +1,6 @@
 """Small builders for test candidates (keeps the tables in the tests readable)."""
 
-from agent.model import (
+from agent.core.model import (
     DEFAULT_DISTANCE, BgpAttrs, BgpOrigin, Candidate, NextHop, Origin, Prefix, RouteType,
     SourceKind, nexthops,
 )

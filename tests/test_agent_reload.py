@@ -2,7 +2,7 @@
 
 import asyncio
 
-from agent.main import Agent
+from agent.daemon.agent import Agent
 
 GOOD = """apiVersion: routeagent.io/v1alpha1
 kind: StaticRoutes
@@ -48,7 +48,7 @@ async def test_good_reload_queues_the_new_config(tmp_path):
 
 def test_invalid_config_at_start_raises_before_touching_anything(tmp_path):
     import pytest
-    from agent.configload import ConfigError
+    from agent.config.loader import ConfigError
 
     path = tmp_path / "c.yaml"
     path.write_text(BAD)
@@ -88,7 +88,7 @@ spec: {peerAddress: 10.0.0.1, peerAS: 65001, localAS: 65000,
 def test_standalone_resolves_for_the_host(tmp_path, monkeypatch, caplog):
     """Standalone: the router id defaults to the host's first IPv4 address, objects selecting
     Node labels are left out (with a warning), overrides of other nodes do not apply."""
-    monkeypatch.setattr("agent.main.node_addresses", lambda: ["fd00::5/64", "192.0.2.7/24"])
+    monkeypatch.setattr("agent.daemon.agent.node_addresses", lambda: ["fd00::5/64", "192.0.2.7/24"])
     path = tmp_path / "c.yaml"
     path.write_text(SELECTED)
     agent = Agent(str(path), node_name="host-a", state_dir=str(tmp_path / "state"))
@@ -100,9 +100,9 @@ def test_standalone_resolves_for_the_host(tmp_path, monkeypatch, caplog):
 def test_standalone_without_ipv4_and_router_id_is_an_error(tmp_path, monkeypatch):
     import pytest
 
-    from agent.configload import ConfigError
+    from agent.config.loader import ConfigError
 
-    monkeypatch.setattr("agent.main.node_addresses", lambda: ["fd00::5/64"])
+    monkeypatch.setattr("agent.daemon.agent.node_addresses", lambda: ["fd00::5/64"])
     path = tmp_path / "c.yaml"
     path.write_text(SELECTED)
     with pytest.raises(ConfigError, match="spec.routerId: unset"):

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from agent.bestpath import select
-from agent.model import BestReason, BgpOrigin
+from agent.core.bestpath import select
+from agent.core.model import BestReason, BgpOrigin
 from tests.factories import bgp, kernel, static
 
 

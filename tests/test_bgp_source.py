@@ -1,9 +1,9 @@
 """BGP source: session loss with and without graceful restart, End-of-RIB sweep, speaker restart."""
 
 
-from agent.model import Candidate, NextHop, Origin, SourceKind, Update, nexthops
+from agent.core.model import Candidate, NextHop, Origin, SourceKind, Update, nexthops
 from agent.sources.bgp import BgpPeerSettings, BgpSource
-from agent.speaker.events import (
+from agent.core.bgp import (
     Announced, EndOfRib, Family, GracefulRestart, Open, PathAttrs, PeerState, PeerStatus,
     RouteUpdate, SpeakerRestarted,
 )

@@ -8,12 +8,12 @@ import importlib
 
 import pytest
 
-from agent import bgpruntime
-from agent.bgpruntime import BgpRuntime
-from agent.config import distances
-from agent.configload import load_text
-from agent.model import BgpAttrs, Prefix, Update
-from agent.policy import Reason
+from agent.daemon import bgp as bgpruntime
+from agent.daemon.bgp import BgpRuntime
+from agent.config.base import distances
+from agent.config.loader import load_text
+from agent.core.model import BgpAttrs, Prefix, Update
+from agent.policy.engine import Reason
 from agent.speaker import RequestRouteRefresh
 
 P = Prefix.parse

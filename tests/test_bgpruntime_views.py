@@ -3,10 +3,10 @@
 import importlib
 import json
 
-from agent.bgpruntime import BgpRuntime
-from agent.config import distances
-from agent.configload import load_text
-from agent.model import Prefix
+from agent.daemon.bgp import BgpRuntime
+from agent.config.base import distances
+from agent.config.loader import load_text
+from agent.core.model import Prefix
 
 CONFIG = """apiVersion: routeagent.io/v1alpha1
 kind: BgpPeer

@@ -13,7 +13,7 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from agent.fib import codec
 from agent.fib.codec import Decoder, Encoder, NlDone, NlError, UnknownDevice
 from agent.fib.types import FibSettings, ForeignRoute, LinkEvent, Op, OpKind, RouteEvent
-from agent.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
+from agent.core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
 
 INDEX = {"lo": 1, "eth0": 3, "eth1": 4}
 NAMES = {v: k for k, v in INDEX.items()}

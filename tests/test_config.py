@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from agent.config import (
+from agent.config.base import (
     AgentConfig,
     Config,
     Metadata,
@@ -23,7 +23,7 @@ from agent.config import (
     fib_settings,
     static_candidates,
 )
-from agent.configload import (
+from agent.config.loader import (
     ConfigError,
     Problem,
     config_fingerprint,
@@ -33,7 +33,7 @@ from agent.configload import (
     validate_main,
 )
 from agent.fib.types import FibSettings
-from agent.model import (
+from agent.core.model import (
     DEFAULT_DISTANCE,
     Candidate,
     NextHop,
@@ -673,7 +673,7 @@ spec:
   routes: [{prefix: 192.0.2.0/24, blackhole: true}]
 status: {observedGeneration: 2}
 """
-    from agent.configload import load_text
+    from agent.config.loader import load_text
 
     config = load_text(text)
     assert config.static[0].metadata.annotations == {"kubectl.kubernetes.io/last-applied-configuration": "{}"}

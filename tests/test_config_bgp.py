@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.configload import ConfigError, load_text
+from agent.config.loader import ConfigError, load_text
 
 PEER = """apiVersion: routeagent.io/v1alpha1
 kind: BgpPeer

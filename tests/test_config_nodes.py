@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from agent.config import Config, LabelSelector, LabelSelectorRequirement, NodeIdentity, for_node
-from agent.configload import ConfigError, Problem, format_problems, load_path, load_text, validate_main
+from agent.config.base import Config, LabelSelector, LabelSelectorRequirement, NodeIdentity, for_node
+from agent.config.loader import ConfigError, Problem, format_problems, load_path, load_text, validate_main
 
 API = "routeagent.io/v1alpha1"
 SAMPLE = Path(__file__).resolve().parent.parent / "deploy" / "sample-config.yaml"

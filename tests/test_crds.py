@@ -18,9 +18,9 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent import crds
-from agent.config import Metadata
-from agent.crds import (
+from agent.config import crds
+from agent.config.base import Metadata
+from agent.config.crds import (
     GROUP,
     VERSION,
     UnsupportedSchema,
@@ -30,7 +30,7 @@ from agent.crds import (
     structural_schema,
     write_crds,
 )
-from agent.kinds import KINDS
+from agent.config.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "crds"

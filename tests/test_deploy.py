@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from agent.k8s.rbac import Rule, allowed, load_rules
+from testlab.rbac import Rule, allowed, load_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -3,10 +3,10 @@
 import pytest
 
 from agent.export.desired import AdvertAttrs, ExportPeer, desired_for_peer, owned_prefixes
-from agent.export.models import Advertisement
+from agent.config.advertisement import Advertisement
 from agent.export.reconciler import ExportReconciler
-from agent.policy import compile_policies
-from agent.policy_models import RoutePolicy
+from agent.policy.engine import compile_policies
+from agent.config.policy import RoutePolicy
 from agent.speaker.codec import AnnounceAttributes, AnnounceEor, AnnounceRoute, WithdrawRoute
 from tests.factories import P
 

@@ -4,7 +4,7 @@ import errno
 
 from agent.fib.reconciler import FibState
 from agent.fib.types import FibSettings, OpKind
-from agent.model import KernelRoute, NextHop, RouteType, nexthops
+from agent.core.model import KernelRoute, NextHop, RouteType, nexthops
 from tests.factories import P
 from tests.fakes import FakeNetlink
 

@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-from agent.model import Prefix
-from agent.policy import Reason
+from agent.core.model import Prefix
+from agent.policy.engine import Reason
 
 guard_mod = importlib.import_module("agent.import.guard")
 Guard = guard_mod.Guard
@@ -170,7 +170,7 @@ def test_bucket_fast_path_keeps_every_verdict():
     import importlib
 
     guard_mod = importlib.import_module("agent.import.guard")
-    from agent.model import Prefix
+    from agent.core.model import Prefix
 
     g = guard_mod.Guard(["10.0.0.0/7", "fd00:244::/32", "192.0.2.0/24"], ["172.16.5.9/24", "2001:db8::9/64"])
     cases = {

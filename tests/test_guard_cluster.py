@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-from agent.model import BgpAttrs, Prefix, Update
-from agent.policy import ACCEPT_ALL, Reason, compile_policies
+from agent.core.model import BgpAttrs, Prefix, Update
+from agent.policy.engine import ACCEPT_ALL, Reason, compile_policies
 
 imp = importlib.import_module("agent.import")
 Guard, ImportStage, ImportPeer = imp.Guard, imp.ImportStage, imp.ImportPeer

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.model import BgpAttrs, BgpOrigin, NextHop, Origin, Prefix, SourceKind, nexthops
-from agent.policy import ACCEPT_ALL, NO_MODS, Reason, compile_policies
-from agent.policy_models import RoutePolicy
+from agent.core.model import BgpAttrs, BgpOrigin, NextHop, Origin, Prefix, SourceKind, nexthops
+from agent.policy.engine import ACCEPT_ALL, NO_MODS, Reason, compile_policies
+from agent.config.policy import RoutePolicy
 
 imp = importlib.import_module("agent.import")
 Guard, ImportStage, ImportPeer = imp.Guard, imp.ImportStage, imp.ImportPeer
@@ -351,7 +351,7 @@ def test_changing_the_peer_as_resets_its_state():
 
 
 def test_speaker_path_attrs_become_bgp_attrs():
-    from agent.speaker.events import PathAttrs
+    from agent.core.bgp import PathAttrs
 
     s = stage(ibgp(), ebgp(ACCEPT_ALL))
     s.set_router_id(IBGP, "10.255.0.2")

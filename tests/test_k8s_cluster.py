@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent.configload import ConfigError
+from agent.config.loader import ConfigError
 from agent.k8s.cluster import CLUSTER_RESOURCES, CONFIG_RESOURCES, RESOURCES, ClusterState
 from agent.k8s.objects import node_from, service_cidrs_from, service_from, slice_from
 from agent.k8s.reflector import Batch
-from agent.model import Prefix
+from agent.core.model import Prefix
 
 ME = "node-a"
 API = "routeagent.io/v1alpha1"

@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client
 
 from agent.k8s.reflector import Batch, Reflector, default_key
-from agent.nsutil import wait_for
-from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
+from testlab.netns import wait_for
+from testlab.k8sapi import KubeApiServer, endpoint_slice, node, service
 
 RA = ("routeagent.io", "v1alpha1")
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from kubernetes.config import incluster_config
 
-from agent.k8s import rbac, source
-from agent.k8s.testapi import KubeApiServer
-from agent.nsutil import wait_for
+from agent.k8s import source
+from testlab import rbac
+from testlab.k8sapi import KubeApiServer
+from testlab.netns import wait_for
 
 RA = "routeagent.io/v1alpha1"
 
@@ -78,8 +79,8 @@ def test_events_are_about_the_node_and_rate_limited(api, tmp_path):
 
 
 async def test_agent_without_kubernetes_credentials_fails_clearly(tmp_path, monkeypatch):
-    from agent.configload import ConfigError
-    from agent.main import Agent
+    from agent.config.loader import ConfigError
+    from agent.daemon.agent import Agent
 
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     agent = Agent(None, kubernetes=True, kubeconfig=str(tmp_path / "missing"), node_name="node-a",

@@ -8,8 +8,8 @@ import pytest
 import urllib3
 from kubernetes import client, config
 
-from agent.nsutil import wait_for
-from agent.k8s.testapi import KubeApiServer, endpoint_slice, node, service
+from testlab.netns import wait_for
+from testlab.k8sapi import KubeApiServer, endpoint_slice, node, service
 
 RA = ("routeagent.io", "v1alpha1")
 

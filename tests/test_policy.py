@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent.model import BgpAttrs, Prefix
-from agent.policy import (
+from agent.core.model import BgpAttrs, Prefix
+from agent.policy.engine import (
     ACCEPT_ALL,
     BUILTIN_POLICIES,
     NO_MODS,
@@ -22,7 +22,7 @@ from agent.policy import (
     compile_policy,
     evaluate,
 )
-from agent.policy_models import (
+from agent.config.policy import (
     KINDS,
     RoutePolicy,
     canonical_community,
@@ -488,8 +488,8 @@ def test_prefix_set_matches_brute_force(entries, probe):
 
 def test_loader_reports_policy_problems_at_yaml_fields(monkeypatch):
     """Once KINDS are merged into the loader, a RoutePolicy problem names its YAML path and line."""
-    import agent.configload as configload
-    from agent.config import KINDS as CONFIG_KINDS
+    import agent.config.loader as configload
+    from agent.config.base import KINDS as CONFIG_KINDS
 
     monkeypatch.setattr(configload, "KINDS", {**CONFIG_KINDS, **KINDS})
     text = """\

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 
 from agent.fib.reconciler import FibState
 from agent.fib.types import FibSettings
-from agent.model import KernelRoute, NextHop, Origin, RouteType, SourceKind, Update, nexthops
-from agent.rib import Rib
+from agent.core.model import KernelRoute, NextHop, Origin, RouteType, SourceKind, Update, nexthops
+from agent.core.rib import Rib
 from tests.factories import P, bgp, kernel, static
 from tests.fakes import FakeNetlink
 
@@ -160,7 +160,7 @@ def test_prefix_parse_fast_path_matches_ipaddress_and_rejects_bad_input():
 
     import pytest
 
-    from agent.model import Prefix
+    from agent.core.model import Prefix
 
     for text in ["0.0.0.0/0", "10.0.0.0/8", "192.0.2.128/25", "203.0.113.7/32", "::/0",
                  "2001:db8::/32", "fe80::/64", "2001:db8::1/128"]:

@@ -1,8 +1,8 @@
 """Sources: kernel mark-and-sweep, static diffs, the connected table, and the sync gate."""
 
 from agent.fib.types import ForeignRoute
-from agent.gate import SyncGate
-from agent.model import DEFAULT_DISTANCE, NextHop, RouteType, SourceKind, nexthops
+from agent.core.gate import SyncGate
+from agent.core.model import DEFAULT_DISTANCE, NextHop, RouteType, SourceKind, nexthops
 from agent.sources.kernel import ConnectedTable, KernelSource
 from agent.sources.static import StaticSource
 from tests.factories import P, static

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import BgpOrigin, Prefix
+from agent.core.model import BgpOrigin, Prefix
 from agent.speaker.codec import (
     AnnounceEor,
     AnnounceRoute,
@@ -24,7 +24,7 @@ from agent.speaker.codec import (
     WithdrawRoute,
     encode,
 )
-from agent.speaker.events import (
+from agent.core.bgp import (
     Ack,
     Announced,
     EndOfRib,

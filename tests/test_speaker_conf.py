@@ -9,9 +9,9 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from agent.speaker.events import Family
+from agent.core.bgp import Family
 from agent.speaker.exabgp_conf import read_secrets, render
-from agent.speaker.models import (
+from agent.config.bgp import (
     KINDS,
     BgpPeer,
     BgpSpeaker,

@@ -16,11 +16,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..model import Prefix
+from ..core.model import Prefix
 from . import views
 
 if TYPE_CHECKING:
-    from ..main import Agent
+    from ..daemon.agent import Agent
 
 log = logging.getLogger("route_agent.api")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..main import Agent
+    from ..daemon.agent import Agent
 
 
 def rib(agent: "Agent") -> list[dict]:

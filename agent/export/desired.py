@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..model import Prefix, intern
-from ..policy import NO_MODS, CompiledPolicy, PeerInfo, Reason, Verdict, shared_verdict
+from ..core.model import Prefix, intern
+from ..policy.engine import NO_MODS, CompiledPolicy, PeerInfo, Reason, Verdict, shared_verdict
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from ..model import Prefix
+from ..core.model import Prefix
 from ..speaker.codec import (
     AnnounceAttributes,
     AnnounceEor,
@@ -30,7 +30,7 @@ from ..speaker.codec import (
     WithdrawAttributes,
     WithdrawRoute,
 )
-from ..speaker.events import Family
+from ..core.bgp import Family
 from .desired import Advert, AdvertAttrs
 
 _FAMILIES = {4: Family.IPV4_UNICAST, 6: Family.IPV6_UNICAST}

@@ -39,7 +39,7 @@ import sys
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from ..model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
+from ..core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
 from .types import FibSettings, ForeignRoute, Link, LinkEvent, Op, OpKind, RouteEvent
 
 # ---- constants (linux/netlink.h, linux/rtnetlink.h, linux/if.h) ----

@@ -39,7 +39,7 @@ import socket
 import time
 from typing import Iterable, Sequence
 
-from ..model import KernelRoute, Prefix
+from ..core.model import KernelRoute, Prefix
 from . import codec
 from .codec import (
     NLM_F_DUMP_INTR, NLMSG_DONE, NLMSG_ERROR, RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK,

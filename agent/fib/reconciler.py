@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..model import KernelRoute, Prefix
+from ..core.model import KernelRoute, Prefix
 from .types import FibSettings, Op, OpError, OpKind
 
 _UNKNOWN = object()

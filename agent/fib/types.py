@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..model import KernelRoute, NextHop, Prefix, RouteType
+from ..core.model import KernelRoute, NextHop, Prefix, RouteType
 
 RT_TABLE_MAIN = 254
 RTPROT_KERNEL = 2

@@ -48,8 +48,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from ..model import Prefix, canonical_address
-from ..policy import V6_FLAG, NO_MODS, PrefixIndex, Reason, Verdict, host_prefix
+from ..core.model import Prefix, canonical_address
+from ..policy.engine import V6_FLAG, NO_MODS, PrefixIndex, Reason, Verdict, host_prefix
 
 GUARD = "guard"
 

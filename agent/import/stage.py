@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..model import (
+from ..core.model import (
     DEFAULT_DISTANCE,
     BgpAttrs,
     BgpOrigin,
@@ -68,7 +68,7 @@ from ..model import (
     intern,
     nexthops,
 )
-from ..policy import (
+from ..policy.engine import (
     V6_FLAG,
     BoundPolicy,
     CompiledPolicy,

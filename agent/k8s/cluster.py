@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..config import Config, NodeIdentity, for_node
-from ..configload import ConfigError, Problem, _Loader
-from ..kinds import KINDS
-from ..model import Prefix
+from ..config.base import Config, NodeIdentity, for_node
+from ..config.loader import ConfigError, Problem, _Loader
+from ..config.kinds import KINDS
+from ..core.model import Prefix
 from .objects import NodeInfo
 from .services import Selection, ServiceVips
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..model import Prefix
+from ..core.model import Prefix
 from .objects import ServiceInfo, SliceInfo, ip_family
 
 _EMPTY: frozenset[str] = frozenset()

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..model import Prefix, Update
-from ..speaker.events import (
+from ..core.model import Prefix, Update
+from ..core.bgp import (
     EndOfRib,
     Family,
     Open,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..fib.types import RTPROT_KERNEL, ForeignRoute, protocol_name
-from ..model import Candidate, Origin, Prefix, SourceKind, Update, intern
+from ..core.model import Candidate, Origin, Prefix, SourceKind, Update, intern
 
 Key = tuple  # prefix, protocol, metric, and the devices of a device route
 

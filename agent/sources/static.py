@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..model import Candidate, Origin, Prefix, Update
+from ..core.model import Candidate, Origin, Prefix, Update
 
 
 class StaticSource:

@@ -19,7 +19,7 @@ from .codec import (
     decode,
     encode,
 )
-from .events import (
+from ..core.bgp import (
     Ack,
     Announced,
     EndOfRib,
@@ -37,7 +37,7 @@ from .events import (
     SpeakerShutdown,
 )
 from .exabgp_conf import ExabgpConfig, read_secrets, render
-from .models import KINDS, BgpPeer, BgpPeerSpec, BgpSpeaker, BgpSpeakerSpec, MaxPrefixAction, MaxPrefixSpec, SecretError
+from ..config.bgp import KINDS, BgpPeer, BgpPeerSpec, BgpSpeaker, BgpSpeakerSpec, MaxPrefixAction, MaxPrefixSpec, SecretError
 from .process import Speaker, resolve_interpreter
 
 __all__ = [

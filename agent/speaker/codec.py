@@ -49,8 +49,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import BgpOrigin, Prefix
-from .events import (
+from ..core.model import BgpOrigin, Prefix
+from ..core.bgp import (
     Ack,
     Announced,
     EndOfRib,

@@ -37,7 +37,7 @@ import pwd
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .models import BgpPeer, BgpSpeakerSpec
+from ..config.bgp import BgpPeer, BgpSpeakerSpec
 
 PROCESS_NAME = "agent"
 

@@ -53,9 +53,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from .codec import CodecError, Command, Decoder, encode
-from .events import Ack, Event, PeerState, PeerStatus, SpeakerRestarted
+from ..core.bgp import Ack, Event, PeerState, PeerStatus, SpeakerRestarted
 from .exabgp_conf import read_secrets, render
-from .models import BgpPeer, BgpSpeakerSpec
+from ..config.bgp import BgpPeer, BgpSpeakerSpec
 
 log = logging.getLogger("agent.speaker")
 exabgp_log = logging.getLogger("agent.speaker.exabgp")

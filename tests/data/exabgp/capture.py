@@ -50,10 +50,10 @@ def helper(out: str, fifo: str) -> None:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from agent.nsutil import ip, namespace, sh, wait_for
-    from agent.speaker.birdlab import Bird, base_config, bgp_protocol
+    from testlab.netns import ip, namespace, sh, wait_for
+    from testlab.bird import Bird, base_config, bgp_protocol
     from agent.speaker.exabgp_conf import render
-    from agent.speaker.models import BgpPeer, BgpSpeakerSpec
+    from agent.config.bgp import BgpPeer, BgpSpeakerSpec
 
     work = Path("/tmp/ra-capture")
     subprocess.run(["rm", "-rf", str(work)])

@@ -20,7 +20,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..model import BgpOrigin, Prefix
+from .model import BgpOrigin, Prefix
 
 
 class Family(str, enum.Enum):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-RBAC_PATH = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+RBAC_PATH = Path(__file__).resolve().parents[1] / "deploy" / "rbac.yaml"
 ROLE_NAME = "route-agent"
 
 

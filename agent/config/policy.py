@@ -68,7 +68,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
-from .config import (
+from .base import (
     API_VERSION,
     U32_MAX,
     Distance,

@@ -515,7 +515,7 @@ def filename_for(kind_name: str) -> str:
 def all_crds(kinds: Mapping[str, type[BaseModel]] | None = None) -> dict[str, str]:
     """``{filename: yaml text}`` of every kind (default: `agent.kinds.KINDS`), sorted by filename."""
     if kinds is None:
-        from .k8s.nodestate import STATUS_KINDS
+        from .nodestate import STATUS_KINDS
         from .kinds import KINDS
 
         kinds = {**KINDS, **STATUS_KINDS}

@@ -28,12 +28,12 @@ import logging
 import time
 from collections.abc import Callable
 
-from .model import Prefix, SourceKind, canonical_address
-from .policy import compile_policies
-from .sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
-from .export.desired import ExportPeer, desired_for_peer, owned_prefixes
-from .export.reconciler import ExportReconciler
-from .speaker import (
+from ..core.model import Prefix, SourceKind, canonical_address
+from ..policy.engine import compile_policies
+from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
+from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
+from ..export.reconciler import ExportReconciler
+from ..speaker import (
     Open,
     PeerState,
     PeerStatus,
@@ -42,7 +42,7 @@ from .speaker import (
     SpeakerRestarted,
     Teardown,
 )
-from .speaker.models import BgpPeer
+from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
 REFRESH_DELAY = 10.0

@@ -14,7 +14,7 @@ import signal
 import sys
 import tempfile
 
-from .nsutil import add_interface, api_get, ip, namespace, sh, start_agent, wait_for
+from testlab.netns import add_interface, api_get, ip, namespace, sh, start_agent, wait_for
 
 SAMPLE = os.path.join(os.path.dirname(__file__), "samples", "standalone.yaml")
 
@@ -53,3 +53,7 @@ def run_demo() -> int:
             agent.send_signal(signal.SIGTERM)
             agent.wait(timeout=10)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_demo())

@@ -12,7 +12,7 @@ routes to the RIB, load the config; the sync gate opens when every source is in 
 timer fires) and only then may adopted routes be replaced or deleted.
 
 This module is also the only one that will load the keyword-named `agent/import/` package (with
-`importlib.import_module(".import", __package__)`) once BGP learning plugs in.
+`importlib.import_module("..import", __package__)`) once BGP learning plugs in.
 """
 
 from __future__ import annotations
@@ -31,23 +31,23 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from . import config as cfgmod
-from .configload import ConfigError, Problem, config_fingerprint, format_problems, load_path
-from .fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
-from .fib.reconciler import FibState
-from .fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Op, OpError, OpKind, Overrun, RouteEvent
-from .gate import SyncGate
-from .metrics import Metrics
-from .model import Prefix
-from .rib import Rib
-from .api import views
-from .bgpruntime import BgpRuntime
-from .speaker import PeerState, PeerStatus
-from .sources.kernel import ConnectedTable, KernelSource
-from .sources.addresses import node_addresses
-from .sources.static import StaticSource
-from .k8s.cluster import Change, ClusterState
-from .k8s.status import node_status, utc_now
+from ..config import base as cfgmod
+from ..config.loader import ConfigError, Problem, config_fingerprint, format_problems, load_path
+from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
+from ..fib.reconciler import FibState
+from ..fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Op, OpError, OpKind, Overrun, RouteEvent
+from ..core.gate import SyncGate
+from ..api.metrics import Metrics
+from ..core.model import Prefix
+from ..core.rib import Rib
+from ..api import views
+from .bgp import BgpRuntime
+from ..speaker import PeerState, PeerStatus
+from ..sources.kernel import ConnectedTable, KernelSource
+from ..sources.addresses import node_addresses
+from ..sources.static import StaticSource
+from ..k8s.cluster import Change, ClusterState
+from .status import node_status, utc_now
 
 log = logging.getLogger("route_agent")
 
@@ -61,7 +61,7 @@ def _tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-_import = importlib.import_module(".import", __package__)  # the keyword-named package, once
+_import = importlib.import_module("..import", __package__)  # the keyword-named package, once
 DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 
 RETRY_MIN, RETRY_MAX = 0.5, 30.0
@@ -396,7 +396,7 @@ class Agent:
     async def _start_kubernetes(self) -> None:
         """Start the reflectors and wait for the first list of the configuration and this Node:
         the FIB settings must be known before the kernel table is read."""
-        from .k8s.source import KubeSource  # the kubernetes client is only needed in cluster mode
+        from ..k8s.source import KubeSource  # the kubernetes client is only needed in cluster mode
 
         loop = asyncio.get_running_loop()
         put = lambda batch: loop.call_soon_threadsafe(self._queue.put_nowait, Event("k8s", batch))
@@ -597,7 +597,7 @@ class Agent:
             self._queue.put_nowait(Event(kind, "periodic"))
 
     async def run(self) -> None:
-        from .api.server import serve  # the API is an outer layer
+        from ..api.server import serve  # the API is an outer layer
 
         loop = asyncio.get_running_loop()
         # first, so /healthz answers while cluster mode waits for the API server (in cluster mode

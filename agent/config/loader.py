@@ -41,7 +41,7 @@ from typing import Any, TextIO
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .config import API_VERSION, Config, Resource, find_conflicts
+from .base import API_VERSION, Config, Resource, find_conflicts
 from .kinds import KINDS
 
 YAML_SUFFIXES = (".yaml", ".yml")

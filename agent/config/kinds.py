@@ -5,9 +5,9 @@ BgpSpeaker in `agent.speaker.models`; Advertisement in `agent.export.models`. Th
 joins them is this separate leaf module (imported by the loader only).
 """
 
-from .config import KINDS as _BASE
-from .export.models import KINDS as _EXPORT
-from .policy_models import KINDS as _POLICY
-from .speaker.models import KINDS as _SPEAKER
+from .base import KINDS as _BASE
+from .advertisement import KINDS as _EXPORT
+from .policy import KINDS as _POLICY
+from .bgp import KINDS as _SPEAKER
 
 KINDS = {**_BASE, **_POLICY, **_SPEAKER, **_EXPORT}

@@ -29,8 +29,8 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
-from ..config import API_VERSION, IPAddress, IPPrefix, LabelSelector, Metadata, _at, _Model, _raise
-from ..policy_models import Community, LargeCommunity
+from .base import API_VERSION, IPAddress, IPPrefix, LabelSelector, Metadata, _at, _Model, _raise
+from .policy import Community, LargeCommunity
 
 U32_MAX = 2**32 - 1
 

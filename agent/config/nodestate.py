@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..config import API_VERSION, DnsSubdomain, Metadata, _Model
+from .base import API_VERSION, DnsSubdomain, Metadata, _Model
 
 
 class RouteAgentNodeStateSpec(_Model):

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
-from ..config import (
+from .base import (
     API_VERSION,
     Distance,
     DnsSubdomain,
@@ -42,7 +42,7 @@ from ..config import (
     _Model,
     _raise,
 )
-from .events import Family
+from ..core.bgp import Family
 
 ASN = Annotated[StrictInt, Field(ge=1, le=2**32 - 1)]
 

@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .model import BgpAttrs, Prefix
-from .policy_models import RoutePolicy, Statement, compile_as_path_regex
+from ..core.model import BgpAttrs, Prefix
+from ..config.policy import RoutePolicy, Statement, compile_as_path_regex
 
 V6_FLAG = 1 << 136
 ACCEPT_ALL = "acceptAll"
