@@ -399,8 +399,8 @@ class Lab:
 def exabgp_alone_command(workdir: str, ns: str, n: int) -> tuple[list[str], dict]:
     """ExaBGP as the agent would run it, with the command-writing helper as its API process
     (one command per prefix, as most ExaBGP users send them)."""
-    from agent.speaker.codec import AnnounceEor, AnnounceRoute, encode
-    from agent.core.bgp import Family
+    from agent.core.bgp import AnnounceEor, AnnounceRoute, Family
+    from agent.speaker.codec import encode
 
     os.makedirs(workdir, exist_ok=True)
     commands = os.path.join(workdir, "commands.txt")

@@ -14,11 +14,10 @@ import time
 import pytest
 
 from testlab.netns import ip, namespace
-from agent.speaker import (
+from agent.config.bgp import BgpPeer, BgpSpeakerSpec
+from agent.core.bgp import (
     AnnounceEor,
     AnnounceRoute,
-    BgpPeer,
-    BgpSpeakerSpec,
     EndOfRib,
     Family,
     Notification,
@@ -27,11 +26,11 @@ from agent.speaker import (
     RequestRouteRefresh,
     RouteRefresh,
     RouteUpdate,
-    Speaker,
     SpeakerRestarted,
     Teardown,
     WithdrawRoute,
 )
+from agent.speaker.process import Speaker
 from testlab.bird import Bird, base_config, bgp_protocol
 
 V4 = ["192.0.2.0/24", "198.51.100.0/24"]

@@ -14,7 +14,7 @@ from agent.config.base import distances
 from agent.config.loader import load_text
 from agent.core.model import BgpAttrs, Prefix, Update
 from agent.policy.engine import Reason
-from agent.speaker import RequestRouteRefresh
+from agent.core.bgp import RequestRouteRefresh
 
 P = Prefix.parse
 PEER = "10.0.0.1"

@@ -7,7 +7,8 @@ from agent.config.advertisement import Advertisement
 from agent.export.reconciler import ExportReconciler
 from agent.policy.engine import compile_policies
 from agent.config.policy import RoutePolicy
-from agent.speaker.codec import AnnounceAttributes, AnnounceEor, AnnounceRoute, WithdrawRoute
+from agent.core.bgp import AnnounceAttributes, AnnounceEor, AnnounceRoute, WithdrawRoute
+from agent.speaker.codec import encode
 from tests.factories import P
 
 
@@ -109,7 +110,7 @@ def test_session_up_announces_everything_then_eor():
     assert r.set_desired("10.0.0.2", adverts_for(3)) == []  # session not up: nothing sent
     cmds = r.session_up("10.0.0.2", [4])
     assert [type(c) for c in cmds] == [AnnounceAttributes, AnnounceEor]  # one shared attribute set
-    assert len(cmds[0].prefixes) == 3 and cmds[0].encode().startswith(
+    assert len(cmds[0].prefixes) == 3 and encode(cmds[0]).startswith(
         "neighbor 10.0.0.2 announce attributes next-hop self nlri 10.0.0.0/24 10.0.1.0/24")
 
 

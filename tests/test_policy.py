@@ -27,8 +27,8 @@ from agent.config.policy import (
     RoutePolicy,
     canonical_community,
     canonical_large_community,
-    translate_as_path_regex,
 )
+from agent.policy.aspath import translate_as_path_regex
 
 P = Prefix.parse
 API = "routeagent.io/v1alpha1"

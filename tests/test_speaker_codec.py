@@ -14,18 +14,14 @@ from pathlib import Path
 import pytest
 
 from agent.core.model import BgpOrigin, Prefix
-from agent.speaker.codec import (
+from agent.speaker.codec import CodecError, Decoder, encode
+from agent.core.bgp import (
+    Ack,
     AnnounceEor,
     AnnounceRoute,
-    CodecError,
-    Decoder,
     RequestRouteRefresh,
     Teardown,
     WithdrawRoute,
-    encode,
-)
-from agent.core.bgp import (
-    Ack,
     Announced,
     EndOfRib,
     Family,

@@ -16,7 +16,9 @@ import time
 
 import pytest
 
-from agent.speaker import AnnounceRoute, BgpPeer, BgpSpeakerSpec, PeerState, PeerStatus, Speaker, SpeakerRestarted
+from agent.config.bgp import BgpPeer, BgpSpeakerSpec
+from agent.core.bgp import AnnounceRoute, PeerState, PeerStatus, SpeakerRestarted
+from agent.speaker.process import Speaker
 
 
 def free_port() -> int:

@@ -52,6 +52,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ..policy.engine import BUILTIN_POLICIES
 from ..fib.types import PROTOCOL_NAMES, FibSettings
 from ..core.model import (
     Candidate,
@@ -545,8 +546,6 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
             else:
                 peers[addr] = i
     policies = {o.metadata.name: i for i, o in enumerate(objects) if o.kind == "RoutePolicy"}
-    from ..policy.engine import BUILTIN_POLICIES  # (imported late: the policy models import this module)
-
     for i, obj in enumerate(objects):
         if obj.kind != "BgpPeer":
             continue

@@ -68,6 +68,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
+from ..policy.aspath import compile_as_path_regex
 from .base import (
     API_VERSION,
     U32_MAX,
@@ -127,42 +128,6 @@ def canonical_large_community(text: str) -> str:
     raise ValueError(
         f"invalid large community {text!r}: expected GLOBAL:LOCAL1:LOCAL2 with three numbers 0-{U32_MAX}"
     )
-
-
-_AS_BOUNDARY = "(?:^| |$)"
-
-
-def translate_as_path_regex(text: str) -> str:
-    """Replace each ``_`` outside a bracket expression (and not escaped) by an AS boundary."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            out.append(text[i : i + 2])
-            i += 2
-        elif c == "[":
-            j = i + 1
-            if j < n and text[j] == "^":
-                j += 1
-            if j < n and text[j] == "]":
-                j += 1  # a leading ']' is literal
-            while j < n and text[j] != "]":
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif c == "_":
-            out.append(_AS_BOUNDARY)
-            i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def compile_as_path_regex(text: str) -> re.Pattern[str]:
-    """The compiled pattern of an ``asPath.regex`` (re.error if invalid)."""
-    return re.compile(translate_as_path_regex(text))
 
 
 def _check_community(value: str) -> str:

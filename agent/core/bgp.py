@@ -190,3 +190,85 @@ Event = (
     | SpeakerShutdown
     | SpeakerRestarted
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands to the speaker (what to announce, withdraw, tear down); the speaker adapter encodes them
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceRoute:
+    prefix: Prefix | str
+    next_hop: str = "self"
+    peer: str | None = None
+    local_pref: int | None = None
+    med: int | None = None
+    communities: tuple[str, ...] = ()
+    large_communities: tuple[str, ...] = ()
+    as_path: tuple[int, ...] = ()
+    origin: BgpOrigin | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceAttributes:
+    """Many prefixes of one family sharing one set of attributes, as one command
+    (``announce attributes ... nlri P1 P2 ...``): ExaBGP works through its API queue a bounded
+    number of steps per loop, so one command per prefix caps announcements near 1,650/s."""
+
+    prefixes: tuple[Prefix | str, ...]
+    next_hop: str = "self"
+    peer: str | None = None
+    local_pref: int | None = None
+    med: int | None = None
+    communities: tuple[str, ...] = ()
+    large_communities: tuple[str, ...] = ()
+    as_path: tuple[int, ...] = ()
+    origin: BgpOrigin | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawAttributes:
+    """Many prefixes of one family withdrawn with one command."""
+
+    prefixes: tuple[Prefix | str, ...]
+    peer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawRoute:
+    prefix: Prefix | str
+    peer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceEor:
+    """End-of-RIB for `family` to `peer` (or all established peers): send it after the initial
+    announcements, ExaBGP runs with ``manual-eor``."""
+
+    family: Family
+    peer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Teardown:
+    """Close the session with a Cease NOTIFICATION of `subcode` (1: maximum number of prefixes
+    reached, 2: administrative shutdown, ...). ExaBGP 5.0.15 sends the NOTIFICATION only when
+    graceful restart was not negotiated with the peer; with it, it closes the TCP session without
+    one (the peer then keeps our routes as stale). Either way ExaBGP reconnects at once: keeping a
+    session down takes removing the peer (`Speaker.set_peers`)."""
+
+    peer: str
+    subcode: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRouteRefresh:
+    """Ask `peer` (or all established peers) to re-send its routes of `family` (RFC 2918)."""
+
+    family: Family
+    peer: str | None = None
+
+
+Command = (AnnounceRoute | AnnounceAttributes | WithdrawRoute | WithdrawAttributes | AnnounceEor
+           | Teardown | RequestRouteRefresh)

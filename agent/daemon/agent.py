@@ -42,7 +42,7 @@ from ..core.model import Prefix
 from ..core.rib import Rib
 from ..api import views
 from .bgp import BgpRuntime
-from ..speaker import PeerState, PeerStatus
+from ..core.bgp import PeerState, PeerStatus
 from ..sources.kernel import ConnectedTable, KernelSource
 from ..sources.addresses import node_addresses
 from ..sources.static import StaticSource

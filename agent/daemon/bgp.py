@@ -33,15 +33,8 @@ from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
 from ..export.reconciler import ExportReconciler
-from ..speaker import (
-    Open,
-    PeerState,
-    PeerStatus,
-    RequestRouteRefresh,
-    Speaker,
-    SpeakerRestarted,
-    Teardown,
-)
+from ..core.bgp import Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown
+from ..speaker.process import Speaker
 from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")

@@ -23,14 +23,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from ..core.model import Prefix
-from ..speaker.codec import (
+from ..core.bgp import (
     AnnounceAttributes,
     AnnounceEor,
     AnnounceRoute,
+    Family,
     WithdrawAttributes,
     WithdrawRoute,
 )
-from ..core.bgp import Family
 from .desired import Advert, AdvertAttrs
 
 _FAMILIES = {4: Family.IPV4_UNICAST, 6: Family.IPV6_UNICAST}

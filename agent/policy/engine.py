@@ -43,10 +43,13 @@ import socket
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.model import BgpAttrs, Prefix
-from ..config.policy import RoutePolicy, Statement, compile_as_path_regex
+from .aspath import compile_as_path_regex
+
+if TYPE_CHECKING:  # the schema lives in the configuration layer above; only its shape is read here
+    from ..config.policy import RoutePolicy, Statement
 
 V6_FLAG = 1 << 136
 ACCEPT_ALL = "acceptAll"

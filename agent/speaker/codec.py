@@ -46,13 +46,16 @@ import functools
 import ipaddress
 import json
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import BgpOrigin, Prefix
 from ..core.bgp import (
     Ack,
+    AnnounceAttributes,
+    AnnounceEor,
     Announced,
+    AnnounceRoute,
+    Command,
     EndOfRib,
     Event,
     Family,
@@ -63,8 +66,12 @@ from ..core.bgp import (
     PeerState,
     PeerStatus,
     RouteRefresh,
+    RequestRouteRefresh,
     RouteUpdate,
     SpeakerShutdown,
+    Teardown,
+    WithdrawAttributes,
+    WithdrawRoute,
 )
 
 
@@ -318,23 +325,6 @@ def _community(text: str, parts: int) -> str:
     return ":".join(str(int(i)) for i in items)
 
 
-@dataclass(frozen=True, slots=True)
-class AnnounceRoute:
-    prefix: Prefix | str
-    next_hop: str = "self"
-    peer: str | None = None
-    local_pref: int | None = None
-    med: int | None = None
-    communities: tuple[str, ...] = ()
-    large_communities: tuple[str, ...] = ()
-    as_path: tuple[int, ...] = ()
-    origin: BgpOrigin | None = None
-
-    def encode(self) -> str:
-        prefix = Prefix.parse(str(self.prefix))
-        return f"{_selector(self.peer)}announce route {prefix} {_attributes(self)}"
-
-
 def _attributes(cmd) -> str:
     """``next-hop ... [origin ...] [local-preference ...] ...`` of an announce command."""
     nh = "self" if cmd.next_hop == "self" else str(ipaddress.ip_address(cmd.next_hop))
@@ -354,99 +344,57 @@ def _attributes(cmd) -> str:
     return " ".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class AnnounceAttributes:
-    """Many prefixes of one family sharing one set of attributes, as one command
-    (``announce attributes ... nlri P1 P2 ...``): ExaBGP works through its API queue a bounded
-    number of steps per loop, so one command per prefix caps announcements near 1,650/s."""
-
-    prefixes: tuple[Prefix | str, ...]
-    next_hop: str = "self"
-    peer: str | None = None
-    local_pref: int | None = None
-    med: int | None = None
-    communities: tuple[str, ...] = ()
-    large_communities: tuple[str, ...] = ()
-    as_path: tuple[int, ...] = ()
-    origin: BgpOrigin | None = None
-
-    def encode(self) -> str:
-        return f"{_selector(self.peer)}announce attributes {_attributes(self)} nlri {_nlri(self.prefixes)}"
-
-
 def _nlri(prefixes) -> str:
     if not prefixes:
         raise ValueError("an attributes command without prefixes")
     return " ".join(str(Prefix.parse(str(p))) for p in prefixes)
 
 
-@dataclass(frozen=True, slots=True)
-class WithdrawAttributes:
-    """Many prefixes of one family withdrawn with one command."""
-
-    prefixes: tuple[Prefix | str, ...]
-    peer: str | None = None
-
-    def encode(self) -> str:
-        return f"{_selector(self.peer)}withdraw attributes next-hop self nlri {_nlri(self.prefixes)}"
+def _enc_announce_route(cmd: AnnounceRoute) -> str:
+    prefix = Prefix.parse(str(cmd.prefix))
+    return f"{_selector(cmd.peer)}announce route {prefix} {_attributes(cmd)}"
 
 
-@dataclass(frozen=True, slots=True)
-class WithdrawRoute:
-    prefix: Prefix | str
-    peer: str | None = None
-
-    def encode(self) -> str:
-        return f"{_selector(self.peer)}withdraw route {Prefix.parse(str(self.prefix))}"
+def _enc_announce_attributes(cmd: AnnounceAttributes) -> str:
+    return f"{_selector(cmd.peer)}announce attributes {_attributes(cmd)} nlri {_nlri(cmd.prefixes)}"
 
 
-@dataclass(frozen=True, slots=True)
-class AnnounceEor:
-    """End-of-RIB for `family` to `peer` (or all established peers): send it after the initial
-    announcements, ExaBGP runs with ``manual-eor``."""
-
-    family: Family
-    peer: str | None = None
-
-    def encode(self) -> str:
-        return f"{_selector(self.peer)}announce eor {Family(self.family).afi_safi}"
+def _enc_withdraw_attributes(cmd: WithdrawAttributes) -> str:
+    return f"{_selector(cmd.peer)}withdraw attributes next-hop self nlri {_nlri(cmd.prefixes)}"
 
 
-@dataclass(frozen=True, slots=True)
-class Teardown:
-    """Close the session with a Cease NOTIFICATION of `subcode` (1: maximum number of prefixes
-    reached, 2: administrative shutdown, ...). ExaBGP 5.0.15 sends the NOTIFICATION only when
-    graceful restart was not negotiated with the peer; with it, it closes the TCP session without
-    one (the peer then keeps our routes as stale). Either way ExaBGP reconnects at once: keeping a
-    session down takes removing the peer (`Speaker.set_peers`)."""
-
-    peer: str
-    subcode: int = 2
-
-    def encode(self) -> str:
-        if not 0 < self.subcode < 256:
-            raise ValueError(f"invalid Cease subcode {self.subcode}")
-        return f"{_selector(self.peer)}teardown {self.subcode}"
+def _enc_withdraw_route(cmd: WithdrawRoute) -> str:
+    return f"{_selector(cmd.peer)}withdraw route {Prefix.parse(str(cmd.prefix))}"
 
 
-@dataclass(frozen=True, slots=True)
-class RequestRouteRefresh:
-    """Ask `peer` (or all established peers) to re-send its routes of `family` (RFC 2918)."""
-
-    family: Family
-    peer: str | None = None
-
-    def encode(self) -> str:
-        return f"{_selector(self.peer)}announce route-refresh {Family(self.family).afi_safi}"
+def _enc_announce_eor(cmd: AnnounceEor) -> str:
+    return f"{_selector(cmd.peer)}announce eor {Family(cmd.family).afi_safi}"
 
 
-Command = (AnnounceRoute | AnnounceAttributes | WithdrawRoute | WithdrawAttributes | AnnounceEor
-           | Teardown | RequestRouteRefresh)
+def _enc_teardown(cmd: Teardown) -> str:
+    if not 0 < cmd.subcode < 256:
+        raise ValueError(f"invalid Cease subcode {cmd.subcode}")
+    return f"{_selector(cmd.peer)}teardown {cmd.subcode}"
+
+
+def _enc_request_route_refresh(cmd: RequestRouteRefresh) -> str:
+    return f"{_selector(cmd.peer)}announce route-refresh {Family(cmd.family).afi_safi}"
+
+
+_ENCODERS = {
+    AnnounceRoute: _enc_announce_route,
+    AnnounceAttributes: _enc_announce_attributes,
+    WithdrawAttributes: _enc_withdraw_attributes,
+    WithdrawRoute: _enc_withdraw_route,
+    AnnounceEor: _enc_announce_eor,
+    Teardown: _enc_teardown,
+    RequestRouteRefresh: _enc_request_route_refresh,
+}
 
 
 def encode(command: Command | str) -> str:
-    """The text line for `command` (a raw string is checked to be one line and passed through)."""
-    text = command if isinstance(command, str) else command.encode()
+    """The ExaBGP API text line for `command` (a raw string is checked to be one line and passed through)."""
+    text = command if isinstance(command, str) else _ENCODERS[type(command)](command)
     if "\n" in text or "\r" in text or not text.strip():
         raise ValueError(f"a command is one non-empty line: {text!r}")
     return text

@@ -52,8 +52,8 @@ import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from .codec import CodecError, Command, Decoder, encode
-from ..core.bgp import Ack, Event, PeerState, PeerStatus, SpeakerRestarted
+from .codec import CodecError, Decoder, encode
+from ..core.bgp import Ack, Command, Event, PeerState, PeerStatus, SpeakerRestarted
 from .exabgp_conf import read_secrets, render
 from ..config.bgp import BgpPeer, BgpSpeakerSpec
 
