@@ -13,7 +13,7 @@ from agent.daemon.bgp import BgpRuntime
 from agent.config.base import distances
 from agent.config.loader import load_text
 from agent.core.model import BgpAttrs, Prefix, Update
-from agent.policy.engine import Reason
+from agent.policy.verdict import Reason
 from agent.core.bgp import RequestRouteRefresh
 
 P = Prefix.parse

@@ -11,17 +11,13 @@ from agent.core.model import BgpAttrs, Prefix
 from agent.policy.engine import (
     ACCEPT_ALL,
     BUILTIN_POLICIES,
-    NO_MODS,
-    Modifications,
     PeerInfo,
-    PrefixIndex,
-    PrefixSet,
-    Reason,
-    Verdict,
     compile_policies,
     compile_policy,
     evaluate,
 )
+from agent.policy.prefixes import PrefixIndex, PrefixSet
+from agent.policy.verdict import Modifications, NO_MODS, Reason, Verdict
 from agent.config.policy import (
     KINDS,
     RoutePolicy,

@@ -29,7 +29,8 @@ from ..core.model import (
     intern,
     nexthops,
 )
-from ..policy.engine import BoundPolicy, Modifications, PeerInfo, Verdict
+from ..policy.engine import BoundPolicy, PeerInfo
+from ..policy.verdict import Modifications, Verdict
 from .maxprefix import MaxPrefixLimit
 
 _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")

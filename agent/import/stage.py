@@ -59,13 +59,9 @@ from ..core.model import (
     SourceKind,
     Update,
 )
-from ..policy.engine import (
-    V6_FLAG,
-    CompiledPolicy,
-    Reason,
-    Verdict,
-    shared_verdict,
-)
+from ..policy.engine import CompiledPolicy
+from ..policy.prefixes import V6_FLAG
+from ..policy.verdict import Reason, Verdict, shared_verdict
 from .guard import Guard
 from .maxprefix import MaxPrefix, MaxPrefixDecision
 from .peer import ImportPeer, PeerState
