@@ -61,17 +61,15 @@ import socket
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THIS = os.path.abspath(__file__)
-if ROOT not in sys.path:  # also for the helpers, which run with -S -E
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(THIS)))  # the repository: testlab, agent (also with -S -E)
 
 from testlab.benchlab import (  # noqa: E402  (stdlib only at import: the helpers run with -S -E)
-    PROTO_AGENT, PROTO_BIRD, Lab, agent_pids, agent_yaml, common_options, finish, launch_agent, launch_exabgp,
+    PROTO_AGENT, PROTO_BIRD, agent_pids, agent_yaml, common_options, finish, Lab, launch_agent, launch_exabgp,
     node_bird_config, notes, peer_bird_config, prefix_text, print_profile, profile_path, ratio, rounds, setup,
     work_directory, write_agent_yaml,
 )
-from testlab.procstat import proc_cpu, stop, usage  # noqa: E402
+from testlab.procstat import proc_cpu, usage  # noqa: E402
 
 AGENT_YAML = agent_yaml()
 
@@ -205,8 +203,6 @@ def run_one(kind: str, n: int, distinct: bool, workdir: str, timeout: float,
         res["sessions"] = len(ups)  # 1 unless the session flapped
         res["seconds"] = end["t_end"] - ups[0]
         res["launch_s"] = end["t_end"] - t_launch
-        if kind == "agent" and profile:
-            stop(proc)  # SIGTERM: the agent exits normally and cProfile writes its file
     return res
 
 

@@ -79,17 +79,15 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THIS = os.path.abspath(__file__)
-if ROOT not in sys.path:  # also for the helper, which runs with -S -E
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(THIS)))  # the repository: testlab, agent (also with -S -E)
 
 from testlab.benchlab import (  # noqa: E402  (stdlib only at import: the helper runs with -S -E)
-    PEER_ADDR, Lab, agent_log_times, agent_pids, agent_yaml, common_options, finish, keep_best, launch_agent,
-    launch_exabgp, node_bird_config, notes, peer_bird_config, prefix_text, print_profile, profile_path, ratio,
-    rounds, setup, work_directory, worst, write_agent_yaml,
+    PEER_ADDR, agent_log_times, agent_pids, agent_yaml, common_options, finish, keep_best, Lab, launch_agent,
+    launch_exabgp, node_bird_config, notes, peer_bird_config, prefix_text, print_change_and_rss, print_profile,
+    profile_path, ratio, rounds, setup, work_directory, worst, write_agent_yaml,
 )
-from testlab.procstat import WriteWatch, children, cpu_s, rss_mib, stop  # noqa: E402
+from testlab.procstat import WriteWatch, children, cpu_s, rss_mib  # noqa: E402
 
 IO_POLL_SECONDS = 0.001  # relay write counter during the change
 IDLE_SECONDS = 2.0  # CPU of the idle sender measured over this long before the change
@@ -287,10 +285,7 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
             out = lab.bird.command(f"show route for {new}")
             if new not in out:
                 raise RuntimeError(f"{new} not at the receiver after the change: {out}")
-        counter.close()
-        res["polls"], res["poll_error"] = counter.polls, counter.error
-        if kind == "agent" and profile:
-            stop(proc)  # SIGTERM: the agent exits normally and cProfile writes its file
+        res.update(counter.close())
     return res
 
 
@@ -352,13 +347,8 @@ def report(args, best: dict, best_change: dict, runs: list[dict], load_s: float)
     if "ratio_exabgp_alone" in result:
         line += f"; agent/ExaBGP alone {result['ratio_exabgp_alone']}"
     print(f"{n} adverts: {line}")
-    if ca or cb:
-        print("one change with N announced: " + ", ".join(
-            f"{name} {r['change_s'] * 1000:.1f} ms"
-            for name, r in (("agent (SIGHUP)", ca), ("BIRD (configure)", cb)) if r))
-    if agents:
-        print(f"RSS with {n} announced: agent {result['agent_rss_mib']} MiB, its ExaBGP {result['exabgp_rss_mib']} MiB "
-              f"(+ relay {max(r['relay_rss_mib'] for r in agents)} MiB)")
+    print_change_and_rss([("agent (SIGHUP)", ca), ("BIRD (configure)", cb)],
+                         dict(result, **worst(agents, "relay_rss_mib")) if agents else None, f"{n}")
     return result
 
 

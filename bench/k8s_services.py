@@ -60,16 +60,14 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
 from testlab.benchlab import (  # noqa: E402
-    HOLD_TIME, NODE_ADDR, NODE_AS, PEER_ADDR, PEER_AS, Lab, agent_log_times, agent_pids, common_options, finish,
-    keep_best, launch_agent, min_median, node_bird_config, notes, peer_bird_config, print_profile, profile_path,
-    ratio, rounds, setup, work_directory, worst,
+    HOLD_TIME, NODE_ADDR, NODE_AS, PEER_ADDR, PEER_AS, agent_log_times, agent_pids, common_options, finish,
+    keep_best, Lab, launch_agent, min_median, node_bird_config, notes, peer_bird_config, print_change_and_rss,
+    print_profile, profile_path, ratio, rounds, setup, work_directory, worst,
 )
-from testlab.procstat import cpu_s, rss_mib, stop, usage  # noqa: E402
+from testlab.procstat import cpu_s, rss_mib, usage  # noqa: E402
 
 RA = "routeagent.io/v1alpha1"
 NODE_NAME = "node-a"
@@ -273,10 +271,7 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, changes: int = 3,
             res["change_s"], res["change_median_s"] = min_median(res["changes_s"])
             if kind == "agent":
                 res["agent_rss_after_changes_mib"] = round(rss_mib([proc.pid]), 1)
-        counter.close()
-        res["polls"], res["poll_error"] = counter.polls, counter.error
-        if kind == "agent" and profile:
-            stop(proc)  # SIGTERM: the agent exits normally and cProfile writes its file
+        res.update(counter.close())
     return res
 
 
@@ -344,13 +339,8 @@ def report(args, best: dict, best_change: dict, runs: list[dict], listing: dict)
     if "ratio" in result:
         line += f"; agent/BIRD {result['ratio']}"
     print(f"{n} Services: {line}")
-    if ca or cb:
-        print("one change with N announced: " + ", ".join(
-            f"{name} {r['change_s'] * 1000:.1f} ms" for name, r in (("agent (new Service+slice)", ca),
-                                                                  ("BIRD (configure)", cb)) if r))
-    if agents:
-        print(f"RSS with {n} Services announced: agent {result['agent_rss_mib']} MiB, its ExaBGP "
-              f"{result['exabgp_rss_mib']} MiB (+ relay {result['relay_rss_mib']} MiB)")
+    print_change_and_rss([("agent (new Service+slice)", ca), ("BIRD (configure)", cb)],
+                         result if agents else None, f"{n} Services")
     return result
 
 

@@ -13,7 +13,7 @@ DOC: owns what those benchmarks have in common, so that each of them keeps only 
     ExaBGP with the configuration and environment the agent would generate and another API helper;
   * the run scaffolding: `common_options`, `setup` (root, signals), `work_directory`, `rounds`
     (interleaved repetitions), `keep_best`, `min_median`, `worst`, `ratio`, `notes`,
-    `print_profile`, and `finish` (the one-object JSON line that ends every benchmark's output).
+    `print_change_and_rss`, `print_profile`, and `finish` (the one-object JSON line that ends every benchmark's output).
 
 Next to it: the BIRD control socket without a birdc fork per request (`Poker` against BIRD's idle
 stall, `ImportCounter`) in testlab/bird.py, the kernel route watcher in testlab/fibwatch.py, CPU,
@@ -152,7 +152,9 @@ def write_agent_yaml(confdir: str, text: str) -> None:
 def launch_agent(ns: str, run_args: list[str], log_path: str, stack,
                  profile: str | None = None) -> tuple[subprocess.Popen, float]:
     """`route-agent run RUN_ARGS` inside `ns` (under cProfile writing `profile`), logging to
-    `log_path`, stopped by `stack`; returns the process and the wall-clock time of its launch."""
+    `log_path`; returns the process and the wall-clock time of its launch. When `stack` unwinds
+    the agent gets SIGTERM first (it exits normally and cProfile writes its file), then the lab
+    goes."""
     wrap = ("-m", "cProfile", "-o", profile) if profile else ()
     log = stack.enter_context(open(log_path, "ab"))  # noqa: SIM115
     t_launch = time.time()
@@ -303,6 +305,17 @@ def notes(r: dict) -> str:
     if r.get("route_count", r["n"]) < r["n"]:
         note += f" [receiver shows {r['route_count']} routes]"
     return note
+
+
+def print_change_and_rss(changes: list[tuple[str, dict | None]], rss: dict | None, what: str) -> None:
+    """The summary's last lines before the JSON: the best single change of each side (`change_s`),
+    and the agent's RSS (`agent_rss_mib`, `exabgp_rss_mib`, `relay_rss_mib`) with `what` announced."""
+    if any(r for _, r in changes):
+        print("one change with N announced: " + ", ".join(
+            f"{name} {r['change_s'] * 1000:.1f} ms" for name, r in changes if r))
+    if rss:
+        print(f"RSS with {what} announced: agent {rss['agent_rss_mib']} MiB, its ExaBGP {rss['exabgp_rss_mib']} MiB "
+              f"(+ relay {rss['relay_rss_mib']} MiB)")
 
 
 def print_profile(path: str, top: int = 25, sort: str = "tottime", restrict: str | None = None) -> None:

@@ -249,29 +249,33 @@ def command(path: str, text: str) -> str:
         c.close()
 
 
-class Poker(threading.Thread):
-    """Sends ``show status`` on each BIRD control socket in `socks` every `interval` seconds, on
-    kept-open connections, until `close()`; `count` rounds done, `error` what stopped it early."""
+def poke(conns: list[socket.socket], buf: bytearray | None = None) -> None:
+    """``show status`` on each open control connection (what wakes an idle BIRD up)."""
+    for c in conns:
+        c.sendall(b"show status\n")
+        read_reply(c, buf)
 
-    def __init__(self, socks: list[str], interval: float = 0.02) -> None:
-        super().__init__(daemon=True, name="bird-poker")
-        self.socks, self.interval = socks, interval
+
+class _Talker(threading.Thread):
+    """A thread that talks to BIRDs on kept-open control connections (`talk`) until `close()`;
+    what stopped it early is in `error` (reported with the result; the run goes on)."""
+
+    def __init__(self, name: str, socks: list[str]) -> None:
+        super().__init__(daemon=True, name=name)
+        self.socks = socks
         self.stop = threading.Event()
-        self.count = 0
         self.error = ""
+
+    def talk(self, conns: list[socket.socket], buf: bytearray) -> None:
+        raise NotImplementedError
 
     def run(self) -> None:
         conns: list[socket.socket] = []
-        buf = bytearray()
         try:
             for path in self.socks:
                 conns.append(connect(path))
-            while not self.stop.wait(self.interval):
-                for c in conns:
-                    c.sendall(b"show status\n")
-                    read_reply(c, buf)
-                self.count += 1
-        except Exception as exc:  # noqa: BLE001  (reported with the result; the run goes on unpoked)
+            self.talk(conns, bytearray())
+        except Exception as exc:  # noqa: BLE001  (reported with the result)
             self.error = repr(exc)
         finally:
             for c in conns:
@@ -282,26 +286,39 @@ class Poker(threading.Thread):
         self.join(35)
 
 
-class ImportCounter(threading.Thread):
+class Poker(_Talker):
+    """Sends ``show status`` on each BIRD control socket in `socks` every `interval` seconds;
+    `count`: rounds done."""
+
+    def __init__(self, socks: list[str], interval: float = 0.02) -> None:
+        super().__init__("bird-poker", list(socks))
+        self.interval = interval
+        self.count = 0
+
+    def talk(self, conns: list[socket.socket], buf: bytearray) -> None:
+        while not self.stop.wait(self.interval):
+            poke(conns, buf)
+            self.count += 1
+
+
+class ImportCounter(_Talker):
     """Polls ``show protocols all PROTOCOL`` ("Routes: N imported", O(1) in BIRD, no table walk)
     on a kept-open connection to `sock` every `interval` seconds, and sends ``show status`` to each
     of `poke` every `poke_every` polls. `expect(n)` arms it; `wait(timeout)` returns the wall-clock
     time a reply first showed >= n imported routes. `on_up()` is called when the session is first
-    seen Established (`up_seen`: when)."""
+    seen Established (`up_seen`: when). `close()` returns ``polls`` and ``poll_error``."""
 
     def __init__(self, sock: str, poke: list[str] = (), on_up=None, *, protocol: str = "n4",
                  interval: float = 0.002, poke_every: int = 10) -> None:
-        super().__init__(daemon=True, name="import-counter")
-        self.sock, self.poke, self.on_up = sock, list(poke), on_up
+        super().__init__("import-counter", [sock, *poke])
+        self.on_up = on_up
         self.query = f"show protocols all {protocol}\n".encode()
         self.interval, self.poke_every = interval, poke_every
-        self.stop = threading.Event()
         self.lock = threading.Lock()
         self.reached = threading.Event()
         self.target: int | None = None
         self.t_reached = self.up_seen = 0.0
         self.count = self.polls = 0
-        self.error = ""
 
     def expect(self, n: int) -> None:
         with self.lock:
@@ -315,40 +332,27 @@ class ImportCounter(threading.Thread):
                                + (f" (poller: {self.error})" if self.error else ""))
         return self.t_reached
 
-    def run(self) -> None:
-        conns: list[socket.socket] = []
-        buf = bytearray()
+    def talk(self, conns: list[socket.socket], buf: bytearray) -> None:
+        recv, pokes = conns[0], conns[1:]
         imported = re.compile(rb"Routes:\s+(\d+) imported")
-        try:
-            recv = connect(self.sock)
-            conns.append(recv)
-            pokes = [connect(p) for p in self.poke]
-            conns += pokes
-            while not self.stop.wait(self.interval):
-                recv.sendall(self.query)
-                reply = read_reply(recv, buf)
-                t = time.time()
-                m = imported.search(reply)
-                self.count = count = int(m.group(1)) if m else 0
-                self.polls += 1
-                if not self.up_seen and b"Established" in reply:
-                    self.up_seen = t
-                    if self.on_up is not None:
-                        self.on_up()
-                with self.lock:
-                    if self.target is not None and not self.reached.is_set() and count >= self.target:
-                        self.t_reached = t
-                        self.reached.set()
-                if pokes and self.polls % self.poke_every == 0:
-                    for c in pokes:
-                        c.sendall(b"show status\n")
-                        read_reply(c, buf)
-        except Exception as exc:  # noqa: BLE001  (reported with the result)
-            self.error = repr(exc)
-        finally:
-            for c in conns:
-                c.close()
+        while not self.stop.wait(self.interval):
+            recv.sendall(self.query)
+            reply = read_reply(recv, buf)
+            t = time.time()
+            m = imported.search(reply)
+            self.count = count = int(m.group(1)) if m else 0
+            self.polls += 1
+            if not self.up_seen and b"Established" in reply:
+                self.up_seen = t
+                if self.on_up is not None:
+                    self.on_up()
+            with self.lock:
+                if self.target is not None and not self.reached.is_set() and count >= self.target:
+                    self.t_reached = t
+                    self.reached.set()
+            if pokes and self.polls % self.poke_every == 0:
+                poke(pokes, buf)
 
-    def close(self) -> None:
-        self.stop.set()
-        self.join(35)
+    def close(self) -> dict:
+        super().close()
+        return {"polls": self.polls, "poll_error": self.error}

@@ -1,6 +1,7 @@
 """What benchmarks read about processes from /proc, and how they stop them.
 
-DOC: `proc_cpu(pid)` (user + system seconds), `proc_rss_mib(pid)`, `cpu_s`/`rss_mib` of a list of
+DOC: `proc_cpu(pid)` (user + system seconds), `proc_rss_mib(pid)`, `self_rss()` (bytes, this
+process, from statm: cheap enough to take around a measurement), `cpu_s`/`rss_mib` of a list of
 pids (summed), `usage({name: pids})` (``NAME_cpu_s`` and ``NAME_rss_mib``, rounded as reported),
 `children(pid)`, `read_pid(file)`, `stop(proc)` (SIGTERM, then SIGKILL), and `WriteWatch`: the
 moment one thread's write counter first moves (e.g. a relay passing a command on). A pid that is
@@ -36,6 +37,12 @@ def proc_rss_mib(pid: int | None) -> float:
     except (OSError, TypeError):
         pass
     return 0.0
+
+
+def self_rss() -> int:
+    """This process's resident set size in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def cpu_s(pids: list[int]) -> float:
