@@ -1,6 +1,7 @@
 """The lab the BGP benchmarks share (bench/bgp_learn.py, export.py, k8s_services.py).
 
-DOC: owns what those benchmarks have in common, so that each of them keeps only what it measures:
+DOC: owns what those benchmarks have in common, so that each of them keeps only what it measures
+(fib_install.py and rib_memory.py use `prefix_text` and `finish` too):
   * the topology: `Lab` makes namespaces `peer` (PEER_ADDR, AS 65001) and `node` (NODE_ADDR, AS
     65000, where the measured side runs) joined by one veth pair, IPv6 off (no link-local routes or
     DAD events mid-measurement), net.ipv4.tcp_rmem/wmem raised in both (small default buffers
@@ -13,7 +14,8 @@ DOC: owns what those benchmarks have in common, so that each of them keeps only 
     ExaBGP with the configuration and environment the agent would generate and another API helper;
   * the run scaffolding: `common_options`, `setup` (root, signals), `work_directory`, `rounds`
     (interleaved repetitions), `keep_best`, `min_median`, `worst`, `ratio`, `notes`,
-    `print_change_and_rss`, `print_profile`, and `finish` (the one-object JSON line that ends every benchmark's output).
+    `print_change_and_rss`, `print_profile`, and `finish` (the one-object JSON line that ends
+    every benchmark's output).
 
 Next to it: the BIRD control socket without a birdc fork per request (`Poker` against BIRD's idle
 stall, `ImportCounter`) in testlab/bird.py, the kernel route watcher in testlab/fibwatch.py, CPU,
