@@ -11,18 +11,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from agent.config.base import (
-    AgentConfig,
-    Config,
-    Metadata,
-    NextHopSpec,
-    StaticRoute,
-    StaticRoutes,
-    StaticRoutesSpec,
-    distances,
-    fib_settings,
-    static_candidates,
-)
+from agent.config.agentconfig import AgentConfig
+from agent.config.base import Metadata
+from agent.config.resolve import Config, distances, fib_settings, static_candidates
+from agent.config.static import NextHopSpec, StaticRoute, StaticRoutes, StaticRoutesSpec
 from agent.config.loader import (
     ConfigError,
     Problem,
@@ -219,9 +211,9 @@ ROUTE_RULES = [
     ([{"prefix": "10.0.0.0/24", "nextHops": [{"weight": 2}]}],
      "spec.routes[0].nextHops[0]", "a next hop needs a gateway, a device or both"),
     ([{"prefix": "10.0.0.0/24", "nextHops": [GW, {"gateway": "10.0.0.2"}, {"gateway": "10.0.0.1", "weight": 5}]}],
-     "spec.routes[0].nextHops[2]", "duplicate next hop via 10.0.0.1 (same as nextHops[0])"),
+     "spec.routes[0].nextHops[2]", "duplicate next hop via 10.0.0.1 (already in nextHops[0])"),
     ([{"prefix": "10.0.0.0/24", "nextHops": [{"device": "eth0"}, {"device": "eth0"}]}],
-     "spec.routes[0].nextHops[1]", "duplicate next hop dev eth0 (same as nextHops[0])"),
+     "spec.routes[0].nextHops[1]", "duplicate next hop dev eth0 (already in nextHops[0])"),
     ([{"prefix": "10.0.0.0/24", "nextHops": [{"device": "a-very-long-name"}]}],
      "spec.routes[0].nextHops[0].device",
      "invalid interface name 'a-very-long-name': 1 to 15 bytes, no '/', ':' or whitespace, not '.' or '..'"),

@@ -1,9 +1,8 @@
 """Configuration of BGP sessions: `BgpPeer` objects and the one `BgpSpeaker` (ExaBGP settings).
 
-DOC: the same Kubernetes-shaped resources as `agent.config` (``apiVersion
+DOC: the same Kubernetes-shaped resources as every kind (`agent.config.base`: ``apiVersion
 routeagent.io/v1alpha1``, camelCase fields, ``extra="forbid"``, frozen, strict scalars, every
-error at its exact field). `KINDS` lists the kinds defined here, for the loader to merge with
-`agent.config.KINDS`.
+error at its exact field). `KINDS` lists the kinds defined here (joined in `agent.config.kinds`).
 
 * `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
   time, families, MD5 password file, graceful restart, eBGP multihop TTL, import policy name,
@@ -30,17 +29,17 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, mo
 from pydantic_core import InitErrorDetails
 
 from .base import (
-    API_VERSION,
     Distance,
     DnsSubdomain,
     IPAddress,
     LabelSelector,
-    Metadata,
+    Resource,
     _at,
     _check_dns_subdomain,
     _error,
     _Model,
     _raise,
+    unique_errors,
 )
 from ..core.bgp import Family
 
@@ -218,22 +217,15 @@ class BgpPeerSpec(_Model):
         if self.ebgp_multihop is not None and self.peer_as == self.local_as:
             errors.append(_at(("ebgpMultihop",), self.ebgp_multihop, "multihop_ibgp",
                               "ebgpMultihop applies to eBGP only (peerAS equals localAS)"))
-        names: dict[str, int] = {}
+        errors += unique_errors(self.node_overrides, "nodeOverrides", "node", "duplicate_node",
+                                key=lambda o: o.node_name, sub=("nodeName",))
         for i, o in enumerate(self.node_overrides):
-            if o.node_name in names:
-                errors.append(_at(("nodeOverrides", i, "nodeName"), o.node_name, "duplicate_node",
-                                  f"duplicate node {o.node_name} (already nodeOverrides[{names[o.node_name]}])"))
-            names.setdefault(o.node_name, i)
             if o.local_address is not None and ipaddress.ip_address(o.local_address).version != peer.version:
                 errors.append(_at(("nodeOverrides", i, "localAddress"), o.local_address, "address_family",
                                   f"localAddress {o.local_address} is not of the family of peerAddress"))
-        seen: dict[Family, int] = {}
+        errors += unique_errors(self.max_prefix, "maxPrefix", "family", "duplicate_family",
+                                key=lambda mp: mp.family.value, sub=("family",))
         for i, mp in enumerate(self.max_prefix):
-            if mp.family in seen:
-                errors.append(_at(("maxPrefix", i, "family"), mp.family.value, "duplicate_family",
-                                  f"duplicate family {mp.family.value} (already in maxPrefix[{seen[mp.family]}])"))
-            else:
-                seen[mp.family] = i
             if self.families and mp.family not in self.families:
                 errors.append(_at(("maxPrefix", i, "family"), mp.family.value, "family_not_configured",
                                   f"{mp.family.value} is not one of the session's families"))
@@ -286,12 +278,10 @@ class SecretError(ValueError):
     """A secret file could not be used; the message names the file, never its content."""
 
 
-class BgpPeer(_Model):
+class BgpPeer(Resource):
     """A BGP neighbour; its routes have the origin ``ebgp/<name>`` or ``ibgp/<name>``."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["BgpPeer"] = "BgpPeer"
-    metadata: Metadata
     spec: BgpPeerSpec
 
 
@@ -312,23 +302,15 @@ class BgpSpeakerSpec(_Model):
                 c.isspace() or c in ";'\"" for c in self.interpreter)):
             errors.append(_at(("interpreter",), self.interpreter, "interpreter",
                               "expected 'auto' or an absolute path without spaces or quotes"))
-        seen: dict[str, int] = {}
-        for i, addr in enumerate(self.listen_addresses):
-            if addr in seen:
-                errors.append(_at(("listenAddresses", i), addr, "duplicate_address",
-                                  f"duplicate address {addr} (already in listenAddresses[{seen[addr]}])"))
-            else:
-                seen[addr] = i
+        errors += unique_errors(self.listen_addresses, "listenAddresses", "address", "duplicate_address")
         _raise(type(self).__name__, errors)
         return self
 
 
-class BgpSpeaker(_Model):
+class BgpSpeaker(Resource):
     """Speaker settings; at most one per configuration (none: all defaults)."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["BgpSpeaker"] = "BgpSpeaker"
-    metadata: Metadata
     spec: BgpSpeakerSpec = Field(default_factory=BgpSpeakerSpec)
 
 

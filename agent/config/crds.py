@@ -1,7 +1,7 @@
 """CustomResourceDefinitions for every configuration kind, generated from the pydantic models.
 
 DOC: `route-agent crds --out deploy/crds` writes one ``apiextensions.k8s.io/v1``
-CustomResourceDefinition per kind of `agent.kinds.KINDS` to ``deploy/crds/<plural>.routeagent.io.yaml``
+CustomResourceDefinition per kind of `agent.config.kinds.KINDS` to ``deploy/crds/<plural>.routeagent.io.yaml``
 (without ``--out`` it prints them as one multi-document YAML stream, for ``kubectl apply -f -``).
 ``tests/test_crds.py`` regenerates them and fails when a committed file differs, so a model change
 without ``route-agent crds`` cannot be merged.
@@ -25,7 +25,7 @@ Decisions:
   anyone who may create objects in some namespace inject routes or hijack prefixes; cluster-scoped
   ones are, by default RBAC, cluster-admin only. The names are also global by design: the origin of
   a StaticRoutes' routes is ``static/<name>``, a BgpPeer refers to a RoutePolicy by bare name,
-  AgentConfig and BgpSpeaker are singletons, and `agent.config.find_conflicts` requires kind/name to
+  AgentConfig and BgpSpeaker are singletons, and `agent.config.resolve.find_conflicts` requires kind/name to
   be unique, which namespaces would break. (``metadata.namespace`` stays in the model for
   standalone files; the API server never sets it on these objects.)
 * **Schemas** come from ``model_json_schema(by_alias=True, mode="validation")`` of the ``spec``
@@ -513,7 +513,7 @@ def filename_for(kind_name: str) -> str:
 
 
 def all_crds(kinds: Mapping[str, type[BaseModel]] | None = None) -> dict[str, str]:
-    """``{filename: yaml text}`` of every kind (default: `agent.kinds.KINDS`), sorted by filename."""
+    """``{filename: yaml text}`` of every kind (default: `agent.config.kinds.KINDS`), sorted by filename."""
     if kinds is None:
         from .nodestate import STATUS_KINDS
         from .kinds import KINDS
@@ -574,8 +574,8 @@ def render_all() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agent.crds [--out DIR] [--check]`` (the same as ``route-agent crds``)."""
-    p = argparse.ArgumentParser(prog="python -m agent.crds", description="generate the CRDs")
+    """``python -m agent.config.crds [--out DIR] [--check]`` (the same as ``route-agent crds``)."""
+    p = argparse.ArgumentParser(prog="python -m agent.config.crds", description="generate the CRDs")
     p.add_argument("--out", help="write one file per kind into this directory (default: print)")
     p.add_argument("--check", action="store_true", help="with --out: only report files that differ")
     args = p.parse_args(argv)

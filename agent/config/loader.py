@@ -19,7 +19,7 @@ Documents are validated by alias only (``by_name=False``): ``next_hops:`` is an 
 file, exactly as the API server would see it, and the message suggests ``nextHops``. Besides
 pydantic's checks the loader reports duplicate mapping keys (YAML silently keeps the last one),
 unknown ``apiVersion``/``kind`` (naming the known kinds) and the rules between objects
-(`agent.config.find_conflicts`: one AgentConfig, unique kind/name).
+(`agent.config.resolve.find_conflicts`: one AgentConfig, unique kind/name).
 
 `load_path` raises `ConfigError` (``.problems``) or returns the `Config`. `config_fingerprint` is
 a cheap stat-only summary of the files `load_path` would read, for polling. `validate_main` is
@@ -41,7 +41,8 @@ from typing import Any, TextIO
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .base import API_VERSION, Config, Resource, find_conflicts
+from .base import API_VERSION, Resource
+from .resolve import Config, find_conflicts
 from .kinds import KINDS
 
 YAML_SUFFIXES = (".yaml", ".yml")
