@@ -307,3 +307,11 @@ class Resource(_Model):
     kind: str
     metadata: Metadata
     spec: Any
+
+    def file_problems(self) -> list[tuple[tuple[str, ...], str]]:
+        """(field path, message) for each file the object names that cannot be used now.
+
+        The loader calls it on each valid object: a configuration whose files are missing,
+        unreadable or malformed is rejected before anything is applied. Validation itself never
+        touches the file system (models are built in tests and from other models too)."""
+        return []

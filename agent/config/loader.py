@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -42,7 +42,8 @@ from .base import API_VERSION, Resource
 from .resolve import Config, find_conflicts
 from .fieldpath import field_error, format_loc
 from .kinds import KINDS
-from .yamldoc import YamlError, documents, duplicate_keys, line_of, yaml_type
+from .files import FileProblem, read_bounded
+from .yamldoc import MAX_CHARS, YamlError, documents, duplicate_keys, line_of, yaml_type
 
 YAML_SUFFIXES = (".yaml", ".yml")
 _KNOWN_KINDS = ", ".join(KINDS)
@@ -153,6 +154,7 @@ class _Loader:
         self.objects: list[tuple[Resource, _Doc]] = []
         self.problems: list[Problem] = []
         self.files = 0
+        self.sources: list[str] = []  # the paths and texts loaded, for the empty-configuration problem
 
     def path(self, path: str | os.PathLike[str]) -> None:
         p = Path(path)
@@ -164,20 +166,26 @@ class _Loader:
         except OSError as exc:
             self.problems.append(Problem(str(p), "", "", f"cannot list directory: {exc.strerror}"))
             return
+        self.sources.append(str(p))
         for f in files:
             try:
-                text = f.read_text(encoding="utf-8")
+                text = read_bounded(f, MAX_CHARS).decode("utf-8")
             except UnicodeDecodeError as exc:
                 self.problems.append(Problem(str(f), "", "", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
-            except OSError as exc:
-                self.problems.append(Problem(str(f), "", "", f"cannot read: {exc.strerror}"))
+            except FileProblem as exc:
+                self.problems.append(Problem(str(f), "", "", str(exc)))
             else:
-                self.text(text, str(f))
+                self.text(text, str(f), source=False)
 
-    def text(self, text: str, file: str) -> None:
+    def text(self, text: str, file: str, *, source: bool = True) -> None:
+        if source:
+            self.sources.append(file)
         self.files += 1
-        for doc in self._documents(text, file):
-            self._document(doc)
+        try:
+            for doc in self._documents(text, file):
+                self._document(doc)
+        except Exception as exc:  # noqa: BLE001 - no input may crash the agent (module DOC)
+            self.problems.append(_unexpected(file, exc))
 
     def _documents(self, text: str, file: str) -> Iterator[_Doc]:
         try:
@@ -224,8 +232,11 @@ class _Loader:
                 written, message = field_error(cls, err)
                 self.problems.append(doc.problem(format_loc(written), message, written))
             return
-        if not own:
-            self.objects.append((obj, doc))
+        if own:
+            return
+        for loc, message in obj.file_problems():
+            self.problems.append(doc.problem(format_loc(loc), message, loc))
+        self.objects.append((obj, doc))
 
     def config(self) -> Config:
         """The Config of everything loaded; ConfigError when any problem was found."""
@@ -235,9 +246,24 @@ class _Loader:
             loc = tuple(c.field.split("."))
             where = "" if c.first == c.index else f"; the first is {first.label} at {first.file}:{first.line}"
             self.problems.append(doc.problem(c.field, c.message + where, loc))
+        if not objects and not self.problems:
+            self.problems.append(Problem(", ".join(self.sources) or "<nothing>", "", "", EMPTY_MESSAGE))
         if self.problems:
             raise ConfigError(self.problems)
         return Config.from_objects(objects)
+
+
+EMPTY_MESSAGE = (
+    "no configuration objects: an empty configuration would remove every route of the agent, and "
+    "a file truncated while being rewritten looks exactly like this, so it is refused (a running "
+    "agent keeps its last good configuration). To run with nothing on purpose, keep one object, "
+    "e.g. an AgentConfig with only metadata.name")
+
+
+def _unexpected(file: str, exc: BaseException) -> Problem:
+    """An exception no check foresaw, as a problem of the file (never a crash of the agent)."""
+    text = " ".join(str(exc).split())
+    return Problem(file, "", "", f"cannot load: {type(exc).__name__}: {text[:200]}")
 
 
 # What the API server writes into an object: never configuration, so never an error either (an
@@ -260,16 +286,23 @@ def _as_configuration(data: dict) -> dict:
 
 def load_path(path: str | os.PathLike[str]) -> Config:
     """Load a YAML file or a directory of YAML files; raise `ConfigError` with every problem."""
-    loader = _Loader()
-    loader.path(path)
-    return loader.config()
+    return _load(_Loader(), lambda loader: loader.path(path), str(path))
 
 
 def load_text(text: str, file: str = "<string>") -> Config:
     """Load YAML text (one or more documents); `file` names it in problems."""
-    loader = _Loader()
-    loader.text(text, file)
-    return loader.config()
+    return _load(_Loader(), lambda loader: loader.text(text, file), file)
+
+
+def _load(loader: _Loader, read: Callable[[_Loader], None], where: str) -> Config:
+    """Whatever the input, the `Config` or `ConfigError`: nothing else escapes."""
+    try:
+        read(loader)
+        return loader.config()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError ...: the module DOC
+        raise ConfigError([*loader.problems, _unexpected(where, exc)]) from None
 
 
 def validate_main(
@@ -279,9 +312,8 @@ def validate_main(
     out = out or sys.stdout
     err = err or sys.stderr
     loader = _Loader()
-    loader.path(path)
     try:
-        loader.config()
+        _load(loader, lambda loader: loader.path(path), str(path))
     except ConfigError as exc:
         print(format_problems(exc.problems), file=err)
         n = len(exc.problems)
