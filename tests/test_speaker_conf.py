@@ -170,6 +170,78 @@ def test_missing_secret_file(tmp_path):
         render([make_peer(md5PasswordFile="/x")], BgpSpeakerSpec(), [sys.executable])
 
 
+def test_secret_file_bounds_fifo_directory_and_crlf(tmp_path):
+    f = tmp_path / "pw"
+    f.write_bytes(b"k" * 80 + b"\r\n")  # the longest key, with a CRLF
+    assert make_peer(md5PasswordFile=str(f)).spec.read_md5_password() == "k" * 80
+    big = tmp_path / "big"
+    big.write_bytes(b"S3cret" * 200_000)
+    with pytest.raises(SecretError, match="longer than 80 bytes") as info:
+        make_peer(md5PasswordFile=str(big)).spec.read_md5_password()
+    assert "S3cret" not in str(info.value)
+    with pytest.raises(SecretError, match="is a directory"):
+        make_peer(md5PasswordFile=str(tmp_path)).spec.read_md5_password()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no writer: an open() without O_NONBLOCK would wait forever
+    with pytest.raises(SecretError, match="not a regular file"):
+        make_peer(md5PasswordFile=str(fifo)).spec.read_md5_password()
+
+
+SECRET_PEER = """\
+apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor1}
+spec:
+  peerAddress: 10.0.0.1
+  peerAS: 65000
+  localAS: 65001
+  routerId: 10.0.0.2
+  md5PasswordFile: PATH
+"""
+
+
+def _file(content: bytes):
+    def make(d):
+        (d / "pw").write_bytes(content)
+        return d / "pw"
+    return make
+
+
+def _fifo(d):
+    os.mkfifo(d / "fifo")
+    return d / "fifo"
+
+
+@pytest.mark.parametrize("make,fragment", [
+    (lambda d: d / "missing", "No such file"),
+    (_file(b""), "empty"),
+    (lambda d: d, "is a directory"),
+    (_file(b"TopS3cret" * 20), "longer than 80 bytes"),
+    (_file(b"Top S3cret"), "printable"),
+    (_fifo, "not a regular file"),
+], ids=["missing", "empty", "directory", "oversized", "space", "fifo"])
+def test_an_unusable_secret_file_is_a_configuration_problem_at_its_field(tmp_path, make, fragment):
+    """Issue 12 item 4: a reload with a bad md5PasswordFile is rejected like any invalid
+    configuration (it used to pass, then the BGP task failed and ExaBGP kept the old peers)."""
+    from agent.config.loader import ConfigError, load_text
+
+    path = make(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_text(SECRET_PEER.replace("PATH", str(path)), "peers.yaml")
+    (p,) = info.value.problems
+    assert (p.file, p.object, p.field, p.line) == ("peers.yaml", "BgpPeer/tor1", "spec.md5PasswordFile", 9)
+    assert fragment in p.message and str(path) in p.message
+    assert "S3cret" not in str(info.value)  # never the secret, not even a bad one
+
+
+def test_a_usable_secret_file_loads(tmp_path):
+    from agent.config.loader import load_text
+
+    (tmp_path / "pw").write_text("Sw0rdfish!\n")
+    config = load_text(SECRET_PEER.replace("PATH", str(tmp_path / "pw")), "peers.yaml")
+    assert config.peers[0].spec.md5_password_file == str(tmp_path / "pw")
+
+
 # ---- the generated configuration ---------------------------------------------------------------
 
 

@@ -7,8 +7,11 @@ error at its exact field). `KINDS` lists the kinds defined here (joined in `agen
 * `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
   time, families, MD5 password file, graceful restart, eBGP multihop TTL, import policy name,
   administrative distance override, max-prefix per family. The MD5 secret is never stored in the
-  model: `BgpPeerSpec.read_md5_password()` reads the file when the ExaBGP configuration is
-  written, and nothing here logs it or puts it in a repr.
+  model: `BgpPeerSpec.read_md5_password()` reads the file (`agent.config.files.read_bounded`:
+  a regular file of at most 82 bytes, never blocking on a FIFO) when the loader checks the
+  object (`BgpPeer.file_problems`: a missing, empty, oversized or unreadable file is a problem at
+  ``spec.md5PasswordFile``, so such a configuration is rejected like any other invalid one) and
+  again when the ExaBGP configuration is written; nothing here logs it or puts it in a repr.
 * `BgpSpeaker` (at most one): where ExaBGP listens for passive sessions (address list and port,
   so it can run beside a BIRD on the same host: give one of them another address or port), and
   which interpreter runs ExaBGP (``auto``: PyPy when it can import exabgp, else the agent's own
@@ -41,11 +44,13 @@ from .base import (
     _raise,
     unique_errors,
 )
+from .files import FileProblem, FileTooLarge, read_bounded
 from ..core.bgp import Family
 
 ASN = Annotated[StrictInt, Field(ge=1, le=2**32 - 1)]
 
 AS_TRANS = 23456  # RFC 6793: never a real AS
+MD5_KEY_MAX = 80  # TCP_MD5SIG_MAXKEYLEN: the longest key the kernel takes
 
 
 class MaxPrefixAction(str, enum.Enum):
@@ -257,18 +262,21 @@ class BgpPeerSpec(_Model):
         if self.md5_password_file is None:
             return None
         path = self.md5_password_file
+        too_long = f"md5PasswordFile {path}: longer than {MD5_KEY_MAX} bytes (the TCP MD5 key limit)"
         try:
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise SecretError(f"md5PasswordFile {path}: {exc.strerror or exc}") from None
+            raw = read_bounded(path, MD5_KEY_MAX + 2)  # the key, then "\r\n" at most
+        except FileTooLarge:
+            raise SecretError(too_long) from None
+        except FileProblem as exc:
+            raise SecretError(f"md5PasswordFile {path}: {exc}") from None
         if raw.endswith(b"\n"):
             raw = raw[:-1]
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
         if not raw:
             raise SecretError(f"md5PasswordFile {path}: the file is empty")
-        if len(raw) > 80:
-            raise SecretError(f"md5PasswordFile {path}: longer than 80 bytes (the TCP MD5 key limit)")
+        if len(raw) > MD5_KEY_MAX:
+            raise SecretError(too_long)
         if not all(0x20 < b < 0x7F for b in raw):
             raise SecretError(f"md5PasswordFile {path}: the password must be printable ASCII without spaces")
         return raw.decode("ascii")
@@ -283,6 +291,14 @@ class BgpPeer(Resource):
 
     kind: Literal["BgpPeer"] = "BgpPeer"
     spec: BgpPeerSpec
+
+    def file_problems(self) -> list[tuple[tuple[str, ...], str]]:
+        """The MD5 password file must be usable now (the message never holds the secret)."""
+        try:
+            self.spec.read_md5_password()
+        except SecretError as exc:
+            return [(("spec", "md5PasswordFile"), str(exc))]
+        return []
 
 
 class BgpSpeakerSpec(_Model):
