@@ -51,7 +51,7 @@ def test_kinds_and_defaults():
     assert make_peer(peerAddress="fd00::1").spec.families == (Family.IPV6_UNICAST,)
     assert p.model_dump(mode="json")["spec"]["peerAS"] == 65000  # camelCase out, as in YAML
     sp = BgpSpeaker.model_validate({"apiVersion": API, "kind": "BgpSpeaker", "metadata": {"name": "s"}})
-    assert sp.spec == BgpSpeakerSpec() and sp.spec.listen_addresses == ("0.0.0.0", "::")
+    assert sp.spec == BgpSpeakerSpec() and sp.spec.listen_addresses is None  # passive peers only
     assert (sp.spec.listen_port, sp.spec.interpreter) == (179, "auto")
 
 
@@ -326,3 +326,69 @@ def test_exabgp_validation_catches_a_broken_configuration(tmp_path):
     broken = type(conf)(conf.text.replace("hold-time 30;", "hold-time 2;"), conf.env)
     r = _exabgp_validate(tmp_path, broken)
     assert r.returncode != 0 and "holdtime must be zero or at least 3" in r.stdout + r.stderr
+
+
+# ---- where ExaBGP listens (issue 12 item 8) -----------------------------------------------------
+
+
+def _listen_peers():
+    return [
+        make_peer("active", localAddress="10.0.0.2"),
+        make_peer("p4", peerAddress="10.0.0.9", localAddress="10.0.0.2", passive=True),
+        make_peer("p4b", peerAddress="10.0.0.10", localAddress="10.0.0.2", passive=True),
+        make_peer("p6", peerAddress="fd00::1", localAddress="fd00::2", passive=True),
+    ]
+
+
+def test_by_default_exabgp_listens_only_on_the_local_address_of_each_passive_peer(tmp_path):
+    api = [sys.executable, "-S", "-E", RELAY, str(tmp_path / "api.sock"), "tok"]
+    conf = render(_listen_peers(), BgpSpeakerSpec(listenPort=1790), api)
+    assert conf.env["exabgp.tcp.bind"] == ""  # never 0.0.0.0 / ::
+    assert "listen" not in _block(conf.text, "neighbor 10.0.0.1 {")
+    for addr in ("10.0.0.9", "10.0.0.10", "fd00::1"):
+        assert "listen 1790;" in _block(conf.text, f"neighbor {addr} {{")
+    r = _exabgp_validate(tmp_path, conf)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # no passive peer: no listener at all
+    assert render(_listen_peers()[:1], BgpSpeakerSpec(), api).env["exabgp.tcp.bind"] == ""
+
+
+def test_explicit_listen_addresses_replace_the_per_peer_listeners():
+    conf = render(_listen_peers(), BgpSpeakerSpec(listenAddresses=["10.0.0.2"]), [sys.executable])
+    assert conf.env["exabgp.tcp.bind"] == "10.0.0.2" and "listen " not in conf.text
+    assert render(_listen_peers(), BgpSpeakerSpec(listenAddresses=[]), [sys.executable]).env[
+        "exabgp.tcp.bind"] == ""
+
+
+PASSIVE = """\
+apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor1}
+spec:
+  peerAddress: 10.0.0.1
+  peerAS: 65000
+  localAS: 65001
+  routerId: 10.0.0.2
+  passive: true
+"""
+
+
+def test_a_passive_peer_needs_a_local_address_unless_the_speaker_lists_listen_addresses():
+    from agent.config.loader import ConfigError, load_text
+    from agent.config.resolve import NodeIdentity, for_node
+
+    with pytest.raises(ValueError, match="needs localAddress"):
+        render([make_peer(passive=True)], BgpSpeakerSpec(), [sys.executable])
+    with pytest.raises(ConfigError) as info:
+        load_text(PASSIVE, "peers.yaml")
+    (p,) = info.value.problems
+    assert (p.object, p.field) == ("BgpPeer/tor1", "spec.localAddress") and "passive" in p.message
+    speaker = ("---\napiVersion: routeagent.io/v1alpha1\nkind: BgpSpeaker\nmetadata: {name: s}\n"
+               "spec: {listenAddresses: [10.0.0.2]}\n")
+    assert load_text(PASSIVE + speaker).peers[0].spec.passive
+    # a nodeOverride may give the address; a node without one is refused when resolved
+    override = PASSIVE + "  nodeOverrides: [{nodeName: n1, localAddress: 10.0.0.2}]\n"
+    config = load_text(override)
+    assert for_node(config, NodeIdentity("n1")).peers[0].spec.local_address == "10.0.0.2"
+    with pytest.raises(ValueError, match="localAddress: unset on node n2"):
+        for_node(config, NodeIdentity("n2"))

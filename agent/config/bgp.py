@@ -12,8 +12,10 @@ error at its exact field). `KINDS` lists the kinds defined here (joined in `agen
   object (`BgpPeer.file_problems`: a missing, empty, oversized or unreadable file is a problem at
   ``spec.md5PasswordFile``, so such a configuration is rejected like any other invalid one) and
   again when the ExaBGP configuration is written; nothing here logs it or puts it in a repr.
-* `BgpSpeaker` (at most one): where ExaBGP listens for passive sessions (address list and port,
-  so it can run beside a BIRD on the same host: give one of them another address or port), and
+* `BgpSpeaker` (at most one): where ExaBGP listens for passive sessions (port, and optionally
+  an address list; by default only on each passive peer's localAddress, never on the wildcard
+  addresses, so it can run beside a BIRD on the same host: give one of them another address or
+  port), and
   which interpreter runs ExaBGP (``auto``: PyPy when it can import exabgp, else the agent's own
   Python; see `agent.speaker.process.resolve_interpreter`).
 
@@ -143,7 +145,8 @@ class BgpPeerSpec(_Model):
     port: StrictInt = Field(179, ge=1, le=65535)
     """The neighbour's TCP port (where we connect to)."""
     passive: StrictBool = False
-    """Only accept the session (the neighbour connects to the speaker's listen address and port)."""
+    """Only accept the session: the neighbour connects to localAddress (required unless BgpSpeaker
+    listenAddresses is set) on the speaker's listenPort; we never connect."""
     hold_time: StrictInt = Field(90, ge=0, le=65535)
     """Hold time proposed in our OPEN, in seconds: 0 (no keepalives) or at least 3."""
     families: tuple[Family, ...] = Field(default=(), max_length=2)
@@ -304,8 +307,9 @@ class BgpPeer(Resource):
 class BgpSpeakerSpec(_Model):
     """How the agent runs its BGP speaker (ExaBGP)."""
 
-    listen_addresses: tuple[IPAddress, ...] = Field(("0.0.0.0", "::"), max_length=16)
-    """Addresses ExaBGP listens on for passive sessions; empty: no listening socket (active sessions only)."""
+    listen_addresses: tuple[IPAddress, ...] | None = Field(None, max_length=16)
+    """Addresses ExaBGP listens on, for every passive peer. Unset: only the localAddress of each
+    passive peer (with that peer's MD5 key), and nowhere without passive peers; empty: nowhere."""
     listen_port: StrictInt = Field(179, ge=1, le=65535)
     """TCP port ExaBGP listens on. Beside a BIRD on the same host, use another address or port."""
     interpreter: StrictStr = "auto"
@@ -318,7 +322,7 @@ class BgpSpeakerSpec(_Model):
                 c.isspace() or c in ";'\"" for c in self.interpreter)):
             errors.append(_at(("interpreter",), self.interpreter, "interpreter",
                               "expected 'auto' or an absolute path without spaces or quotes"))
-        errors += unique_errors(self.listen_addresses, "listenAddresses", "address", "duplicate_address")
+        errors += unique_errors(self.listen_addresses or (), "listenAddresses", "address", "duplicate_address")
         _raise(type(self).__name__, errors)
         return self
 

@@ -45,7 +45,8 @@ SINGLETON_KINDS = ("AgentConfig", "BgpSpeaker")
 
 def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
     """Rules between objects: at most one AgentConfig and one BgpSpeaker; no two objects of the
-    same kind and name; no two BgpPeers for one address; a peer's importPolicy must exist."""
+    same kind and name; no two BgpPeers for one address; a peer's importPolicy must exist; a
+    passive peer has a localAddress unless the BgpSpeaker lists listen addresses."""
     conflicts: list[Conflict] = []
     single_at: dict[str, int] = {}
     seen: dict[tuple[str, str], int] = {}
@@ -71,6 +72,7 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
                                           f"another BgpPeer already has peerAddress {addr}"))
             else:
                 peers[addr] = i
+    conflicts += _passive_without_address(objects)
     policies = {o.metadata.name: i for i, o in enumerate(objects) if o.kind == "RoutePolicy"}
     for i, obj in enumerate(objects):
         if obj.kind != "BgpPeer":
@@ -81,6 +83,20 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
                 conflicts.append(Conflict(i, i, f"spec.{field}",
                                           f"no RoutePolicy named {name!r} (known: {known})"))
     return conflicts
+
+
+PASSIVE_NEEDS_ADDRESS = ("a passive peer needs localAddress: ExaBGP listens for it there only "
+                         "(or list the listen addresses in BgpSpeaker spec.listenAddresses)")
+
+
+def _passive_without_address(objects: Sequence[Any]) -> list[Conflict]:
+    """Passive peers that leave the listen address open while no BgpSpeaker gives one (a
+    nodeOverride giving the address counts: `for_node` checks the peers of each node)."""
+    if any(o.kind == "BgpSpeaker" and o.spec.listen_addresses is not None for o in objects):
+        return []
+    return [Conflict(i, i, "spec.localAddress", PASSIVE_NEEDS_ADDRESS) for i, o in enumerate(objects)
+            if o.kind == "BgpPeer" and o.spec.passive and o.spec.local_address is None
+            and not any(n.local_address for n in o.spec.node_overrides)]
 
 
 class Config(_Model):
@@ -145,6 +161,7 @@ def for_node(config: Config, node: NodeIdentity) -> Config:
     labels left out, BgpPeer overrides applied and router ids defaulted to the node's IPv4
     address. ValueError names every peer that is still without a router id or that clashes."""
     labels = dict(node.labels)
+    listen_open = config.speaker is None or config.speaker.spec.listen_addresses is None
     peers = []
     problems = []
     for p in config.peers:
@@ -154,6 +171,9 @@ def for_node(config: Config, node: NodeIdentity) -> Config:
         if spec.router_id is None:
             problems.append(f"BgpPeer/{p.metadata.name}: spec.routerId: unset, and node {node.name} "
                             "has no IPv4 address to default to: set routerId or a nodeOverride")
+        if spec.passive and spec.local_address is None and listen_open:
+            problems.append(f"BgpPeer/{p.metadata.name}: spec.localAddress: unset on node {node.name}: "
+                            + PASSIVE_NEEDS_ADDRESS)
         peers.append(p.model_copy(update={"spec": spec}))
     seen: dict[str, str] = {}
     for p in peers:
