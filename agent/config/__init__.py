@@ -9,8 +9,10 @@ used for both sources: YAML files standalone, CRDs in a cluster. Modules:
   (BgpPeer, BgpSpeaker, MD5 secret files), `policy` (RoutePolicy), `advertisement`
   (Advertisement), `nodestate` (RouteAgentNodeState, written not read); `kinds` joins them;
 * `resolve`: the whole `Config`, the rules between objects, one node's view, RIB inputs;
-* `yamldoc` (YAML parsing with bounds and line numbers) and `loader` (files to a validated
-  `Config` or every `Problem`);
+* `yamldoc` (YAML parsing with bounds on size, depth and aliases, and line numbers),
+  `fieldpath` (pydantic errors as YAML field paths), `files` (bounded, non-blocking reads of
+  regular files: configuration files, MD5 password files) and `loader` (files to a validated
+  `Config` or every `Problem`, never any other exception);
 * `crds` (kind names, CRD documents and files) and `crd_schema` (pydantic JSON schema to a
   structural CRD schema).
 
