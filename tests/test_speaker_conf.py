@@ -187,17 +187,14 @@ def test_secret_file_bounds_fifo_directory_and_crlf(tmp_path):
         make_peer(md5PasswordFile=str(fifo)).spec.read_md5_password()
 
 
-SECRET_PEER = """\
-apiVersion: routeagent.io/v1alpha1
-kind: BgpPeer
-metadata: {name: tor1}
-spec:
-  peerAddress: 10.0.0.1
-  peerAS: 65000
-  localAS: 65001
-  routerId: 10.0.0.2
-  md5PasswordFile: PATH
-"""
+def peer_yaml(last_line: str) -> str:
+    """A BgpPeer document as a file holds it; `last_line` is its last spec field (line 9)."""
+    return ("apiVersion: routeagent.io/v1alpha1\nkind: BgpPeer\nmetadata: {name: tor1}\nspec:\n"
+            "  peerAddress: 10.0.0.1\n  peerAS: 65000\n  localAS: 65001\n  routerId: 10.0.0.2\n"
+            f"  {last_line}\n")
+
+
+SECRET_PEER = peer_yaml("md5PasswordFile: PATH")
 
 
 def _file(content: bytes):
@@ -360,17 +357,7 @@ def test_explicit_listen_addresses_replace_the_per_peer_listeners():
         "exabgp.tcp.bind"] == ""
 
 
-PASSIVE = """\
-apiVersion: routeagent.io/v1alpha1
-kind: BgpPeer
-metadata: {name: tor1}
-spec:
-  peerAddress: 10.0.0.1
-  peerAS: 65000
-  localAS: 65001
-  routerId: 10.0.0.2
-  passive: true
-"""
+PASSIVE = peer_yaml("passive: true")
 
 
 def test_a_passive_peer_needs_a_local_address_unless_the_speaker_lists_listen_addresses():
