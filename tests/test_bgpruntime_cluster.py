@@ -10,7 +10,7 @@ import pytest
 
 from agent.daemon import bgp as bgpruntime
 from agent.daemon.bgp import BgpRuntime
-from agent.config.base import distances
+from agent.config.resolve import distances
 from agent.config.loader import load_text
 from agent.core.model import BgpAttrs, Prefix, Update
 from agent.policy.verdict import Reason
