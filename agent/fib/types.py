@@ -9,7 +9,7 @@ netlink.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..model import KernelRoute, NextHop, Prefix, RouteType
@@ -85,6 +85,9 @@ class ForeignRoute:
 class Dump:
     ours: dict[Prefix, KernelRoute]
     foreign: list[ForeignRoute]
+    # further routes of ours on a prefix of `ours` (other metrics): a metric change in progress,
+    # or a leftover of one; the reconciler keeps the one it wants and deletes the others
+    extra: dict[Prefix, tuple[KernelRoute, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
