@@ -3,12 +3,14 @@ reconciler's failed state after conflicts. Same throwaway namespaces as test_net
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
-from agent.fib.types import Op, OpKind
-from agent.model import Prefix
-from test_netlink_adapter import GW0, GW1, fib, ns  # noqa: F401  (fixtures)
+from agent.fib.reconciler import FibState
+from agent.fib.types import FibSettings, Op, OpKind
+from agent.model import NextHop, Prefix
+from test_netlink_adapter import GW0, GW1, PROTO, P, fib, kr, ns  # noqa: F401  (fixtures)
 
 ROUTES = 20000
 
@@ -62,3 +64,61 @@ def test_scans_while_a_20k_route_batch_is_in_flight_both_finish(ns, fib):
     assert fib.dump().ours == {p: GW1 for p in prefixes}
     assert fib.writer.sock.timeouts == 0 and fib.scanner.sock.timeouts == 0
     print(f"\n{scans} scans during 4 x {ROUTES}-route batches ({writes['value']:.2f}s)")
+
+
+# ---- issue 12 item 5: metrics ----
+def _flush(state: FibState, fib) -> list[tuple[str, int]]:
+    ops = state.plan()
+    state.done(ops, fib.apply(ops))
+    return [(o.kind.value, o.route.metric) for o in ops]
+
+
+def _scan(state: FibState, fib) -> None:
+    dump = fib.dump()
+    state.resync(dump.ours, dump.extra)
+
+
+def _metrics(ns, prefix: str, family: int = 4) -> dict[int, str]:
+    """Our routes for `prefix` in the kernel: metric -> gateway."""
+    out = ns.ip("-j", f"-{family}", "route", "show", "table", "all", "proto", str(PROTO), "root", prefix)
+    return {r.get("metric", 0): r.get("gateway") for r in json.loads(out or "[]")}
+
+
+def test_metric_change_is_make_before_break_in_the_kernel(ns, fib):
+    prefix = "10.20.0.0/16"
+    state = FibState(FibSettings())
+    state.open_gate()
+    state.want({P(prefix): GW0})
+    assert _flush(state, fib) == [("add", 20)]
+    # the new route cannot be installed (gateway unreachable): the old one must stay
+    state.want({P(prefix): kr(NextHop("203.0.113.1", "v0"), metric=50)})
+    assert _flush(state, fib) == [("add", 50)]
+    assert _metrics(ns, prefix) == {20: "192.0.2.2"} and P(prefix) in state.failed
+    # a reachable one: added first, the old one deleted by the next batch only
+    state.want({P(prefix): kr(NextHop("198.51.100.2", "v1"), metric=50)})
+    ops = state.plan(retry_failed=True)
+    assert [(o.kind.value, o.route.metric) for o in ops] == [("add", 50)]
+    state.done(ops, fib.apply(ops))
+    assert _metrics(ns, prefix) == {20: "192.0.2.2", 50: "198.51.100.2"}
+    _scan(state, fib)  # a scan between the two batches changes nothing
+    assert _flush(state, fib) == [("delete", 20)]
+    assert _metrics(ns, prefix) == {50: "198.51.100.2"}
+    _scan(state, fib)
+    assert state.plan() == [] and state.converged and not state.failed
+
+
+def test_ipv6_metric_0_is_1024_and_switching_back_leaves_only_the_new_route(ns, fib):
+    prefix = "2001:db8:20::/48"
+    route = kr(NextHop("2001:db8:a::2", "v0"))
+    state = FibState(FibSettings())
+    state.open_gate()
+    state.want({P(prefix): route.with_metric(0)})
+    assert _flush(state, fib) == [("add", 1024)]
+    assert _metrics(ns, prefix, 6) == {1024: "2001:db8:a::2"}
+    _scan(state, fib)  # reads back 1024: nothing to repair
+    assert state.plan() == [] and state.converged
+    state.want({P(prefix): route})
+    assert _flush(state, fib) + _flush(state, fib) == [("add", 20), ("delete", 1024)]
+    assert _metrics(ns, prefix, 6) == {20: "2001:db8:a::2"}
+    _scan(state, fib)
+    assert state.plan() == [] and state.converged
