@@ -513,7 +513,7 @@ class Agent:
             self.metrics.netlink_errors.labels(e.op.kind.value, errno.errorcode.get(e.errno, str(e.errno))).inc()
         if any(e.errno == errno.EEXIST and e.op.kind == OpKind.ADD for e in errors):
             self._queue.put_nowait(Event("scan", "conflict"))  # a route we did not know about
-        if errors:
+        if errors or self.fib.retry_waiting:  # fib: a retry that met a batch in flight was lost
             self._schedule_retry()
         else:
             self._retry_delay = RETRY_MIN

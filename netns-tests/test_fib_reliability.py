@@ -3,14 +3,16 @@ reconciler's failed state after conflicts. Same throwaway namespaces as test_net
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
 
+from agent.fib.netlink import RouteMonitor
 from agent.fib.reconciler import FibState
-from agent.fib.types import FibSettings, Op, OpKind
+from agent.fib.types import FibSettings, Op, OpKind, RouteEvent
 from agent.model import NextHop, Prefix
-from test_netlink_adapter import GW0, GW1, PROTO, P, fib, kr, ns  # noqa: F401  (fixtures)
+from test_netlink_adapter import GW0, GW1, PROTO, P, fib, kr, ns, wait_events  # noqa: F401  (fixtures)
 
 ROUTES = 20000
 
@@ -122,3 +124,63 @@ def test_ipv6_metric_0_is_1024_and_switching_back_leaves_only_the_new_route(ns, 
     assert _metrics(ns, prefix, 6) == {20: "2001:db8:a::2"}
     _scan(state, fib)
     assert state.plan() == [] and state.converged
+
+
+# ---- issue 12 item 6: failed state, late echoes ----
+def _drain(ns, monitor) -> list:
+    """Every event queued on `monitor`, up to a marker route added now (events are in order)."""
+    ns.ip("route", "add", "10.255.0.0/16", "via", "192.0.2.2", "proto", "static")
+    try:
+        return wait_events(monitor, lambda e: isinstance(e, RouteEvent) and str(e.prefix) == "10.255.0.0/16",
+                           timeout=15)
+    finally:
+        ns.ip("route", "del", "10.255.0.0/16", "proto", "static")
+
+
+def _our_route_events(state: FibState, events) -> None:
+    """What the agent does with monitor events for routes of ours (main._our_route_event)."""
+    for ev in events:
+        if isinstance(ev, RouteEvent) and ev.foreign is None:
+            cur = state.actual.get(ev.prefix)
+            if ev.deleted and cur == ev.route:
+                state.kernel_changed(ev.prefix, None)
+            elif not ev.deleted and cur != ev.route:
+                state.kernel_changed(ev.prefix, ev.route)
+
+
+def test_late_echoes_of_our_deletes_do_not_undo_the_re_add(ns, fib):
+    """Delete a batch, add the same routes again, and only then read the monitor (the agent reads
+    at most 256 datagrams per loop turn, so echoes of a big batch trickle in late). The echoes
+    of our own deletes must not look like someone deleting the re-added routes (-> EEXIST)."""
+    prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(3000)]
+    state = FibState(FibSettings())
+    state.open_gate()
+    with RouteMonitor(FibSettings(), fib.links) as monitor:
+        for route in (GW0, None, GW0):  # install, sweep, learn again
+            state.want({p: route for p in prefixes})
+            _flush(state, fib)
+        events = _drain(ns, monitor)
+        assert [e for e in events if isinstance(e, RouteEvent) and e.foreign is None] == []
+        assert monitor.echoes_dropped >= 3000
+        _our_route_events(state, events)
+        assert state.plan() == [] and state.converged
+        # a deletion by someone else is still seen and repaired
+        ns.ip("route", "del", "10.0.5.0/24", "proto", str(PROTO))
+        _our_route_events(state, _drain(ns, monitor))
+        assert [(o.kind, str(o.prefix)) for o in state.plan()] == [(OpKind.ADD, "10.0.5.0/24")]
+
+
+def test_eexist_for_our_own_route_is_settled_by_the_scan_and_the_withdrawal_goes_through(ns, fib):
+    prefix = "10.30.0.0/16"
+    ns.ip("route", "add", prefix, "via", "192.0.2.2", "proto", str(PROTO), "metric", "20")  # ours, unknown
+    state = FibState(FibSettings())
+    state.open_gate()
+    state.want({P(prefix): GW0})
+    assert _flush(state, fib) == [("add", 20)]
+    assert state.failed[P(prefix)].errno == errno.EEXIST
+    _scan(state, fib)  # the conflict scan: the route is ours and wanted
+    assert not state.failed and state.converged and not state.retry_waiting
+    state.want({P(prefix): None})
+    ops = state.plan(retry_failed=False)  # no retry timer needed
+    state.done(ops, fib.apply(ops))
+    assert [o.kind for o in ops] == [OpKind.DELETE] and ns.ours() == {}

@@ -6,8 +6,13 @@ is queued and returns). Link events update the `LinkIndex` in order (the monitor
 index's owner), so later route messages of the same read resolve the new names. When the kernel
 dropped events (ENOBUFS) `read()` returns an `Overrun()` and the caller rescans.
 
-A classic BPF filter drops the echo of our own route additions in the kernel (see
-`attach_drop_own_additions`).
+Echoes of our own writes are dropped: they tell nothing the reconciler does not learn from the
+writer's result, and a late one is harmful. A classic BPF filter drops our own route additions
+in the kernel (`attach_drop_own_additions`); deletions caused by our writer are recognised by the
+port id the kernel stamps on the notification (`nlsock.WRITER_PORTS`) and dropped here. Without
+that, the echoes of a big delete batch, read at most MAX_RECVS_PER_READ datagrams per loop turn,
+could still be arriving after the same routes had been added again, and looked like someone
+deleting them: the reconciler re-added routes the kernel had (EEXIST).
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ import sys
 from . import codec
 from .codec import RTM_NEWROUTE, Decoder, iter_messages
 from .links import LinkIndex
-from .nlsock import DEFAULT_BUFFER, RECV_SIZE, open_socket
+from .nlsock import DEFAULT_BUFFER, RECV_SIZE, WRITER_PORTS, open_socket
 from .types import FibSettings, LinkEvent, Overrun, RouteEvent
 
 SO_ATTACH_FILTER = 26
+_ROUTE_MESSAGES = (RTM_NEWROUTE, codec.RTM_DELROUTE)
 
 
 def attach_drop_own_additions(sock: socket.socket, protocol: int):
@@ -60,8 +66,10 @@ class RouteMonitor:
         groups = codec.RTMGRP_LINK | codec.RTMGRP_IPV4_ROUTE | codec.RTMGRP_IPV6_ROUTE
         self.sock = open_socket(groups=groups, buffer=buffer)
         self._filter = None
+        self.drop_own = drop_own_additions  # False: every notification, echoes included (tests)
         if drop_own_additions:
             self._filter = attach_drop_own_additions(self.sock, settings.protocol)
+        self.echoes_dropped = 0
         self._snapshot = links.snapshot
         self.decoder = Decoder(settings, self._snapshot.name_of)
         self.overruns = 0
@@ -83,6 +91,8 @@ class RouteMonitor:
         out: list = []
         decoder = self.decoder
         links = self.links
+        ports = WRITER_PORTS if self.drop_own else ()
+        pid_of = codec.U32.unpack_from
         for _ in range(self.MAX_RECVS_PER_READ):
             try:
                 buf = self.sock.recv(RECV_SIZE)
@@ -96,6 +106,9 @@ class RouteMonitor:
                     continue
                 raise
             for mtype, _flags, seq, off, end in iter_messages(buf):
+                if ports and pid_of(buf, off - 4)[0] in ports and mtype in _ROUTE_MESSAGES:
+                    self.echoes_dropped += 1  # caused by our own writer (nlmsg_pid)
+                    continue
                 snap = links.snapshot
                 if snap is not self._snapshot:
                     self._snapshot = snap

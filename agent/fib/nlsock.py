@@ -20,6 +20,11 @@ blocking read goes through `recv(deadline)`, which raises `TimeoutError` instead
 After a failed exchange the socket is reopened: the kernel may still be answering the abandoned
 request (a dump in progress makes the next dump request fail with EBUSY).
 
+The kernel stamps a route notification with the port id and sequence number of the request
+that caused it. Request sockets (role "request") register their port id in `WRITER_PORTS` while
+open, so the monitor can tell the echo of our own writes from a change someone else made (see
+`agent.fib.monitor`); the set only changes when a writer socket is opened or closed.
+
 Sockets are non-blocking at the descriptor level; waiting is `poll` with the time left.
 Buffers are raised to 32 MiB with SO_RCVBUFFORCE/SO_SNDBUFFORCE (root), falling back to
 SO_RCVBUF/SO_SNDBUF (capped by net.core.rmem_max).
@@ -50,6 +55,9 @@ RECV_SIZE = 1 << 16
 DUMP_TIMEOUT = 5.0
 # A batch is processed inside send(); its replies are queued when send() returns.
 REPLY_TIMEOUT = 10.0
+# port ids of this process's open request sockets (writers): notifications carrying one of
+# them are the echo of our own writes
+WRITER_PORTS: set[int] = set()
 
 
 def open_socket(groups: int = 0, buffer: int = DEFAULT_BUFFER) -> socket.socket:
@@ -102,6 +110,7 @@ class NlSocket:
         self.timeout = timeout
         self.seq = Seq()
         self.sock = open_socket(buffer=buffer)
+        self._register()
         self._busy = threading.Lock()
         self.timeouts = 0  # reads that gave up (each one an error for the caller)
         self.reopened = 0
@@ -109,7 +118,13 @@ class NlSocket:
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def _register(self) -> None:
+        self.port = self.sock.getsockname()[0]
+        if self.role == "request":
+            WRITER_PORTS.add(self.port)
+
     def close(self) -> None:
+        WRITER_PORTS.discard(self.port)
         self.sock.close()
 
     def rcvbuf(self) -> int:
@@ -134,8 +149,9 @@ class NlSocket:
             fresh = open_socket(buffer=self.buffer)
         except OSError:
             return  # keep the old one; the next exchange filters stale replies by sequence
-        self.sock.close()
+        self.close()
         self.sock = fresh
+        self._register()
         self.reopened += 1
 
     def send(self, data: bytes) -> None:

@@ -27,12 +27,16 @@ no source wants are deleted, changed ones replaced, and unchanged ones cost zero
 
 Drift: a monitor event for our route that differs from `actual` (``ip route del``, a replace by
 hand) re-queues the wanted state, so the next flush repairs it. Ops that failed stay pending and
-are retried (when the caller asks, after a backoff); their errors are kept per prefix for
-`explain`.
+are retried (when the caller asks, after a backoff: `retry_waiting` says a timer is needed);
+their errors are kept per prefix in `failed` for `explain`. The backoff holds only the same
+target: a new wanted state for a failed prefix (e.g. its withdrawal) is planned at once. A full
+scan settles `failed` against the dump: a prefix whose kernel state is what we want has
+succeeded, whatever the error said (EEXIST for a route that is ours and wanted is success).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -131,6 +135,9 @@ class FibState:
                 if self.failed:
                     self.failed.pop(prefix, None)
             else:
+                failed = self.failed
+                if failed and prefix in failed and pending.get(prefix, _UNKNOWN) != route:
+                    del failed[prefix]  # a new wanted state is a new op: the old one's backoff is moot
                 pending[prefix] = route
 
     def desired(self, prefix: Prefix):
@@ -184,6 +191,29 @@ class FibState:
             if more or prefix in self.extra:
                 route = self._choose(prefix, (route, *(more or ())))
             self.kernel_changed(prefix, route)
+        if self.failed:
+            self._settle_failed()
+
+    def _settle_failed(self) -> None:
+        """After a full dump: a failed prefix whose kernel state is now what we want has
+        succeeded, whatever the error was (an ADD refused with EEXIST because the route was
+        already ours, a batch that timed out but was applied). A failed ADD whose prefix turned
+        out to hold a route of ours is no conflict either: the next op is a REPLACE, planned at
+        once. Prefixes with an op in flight are left to `done()`."""
+        actual, pending, inflight, extra = self.actual, self.pending, self.inflight, self.extra
+        for prefix, err in list(self.failed.items()):
+            if prefix in inflight:
+                continue
+            if prefix not in pending and prefix not in extra:
+                del self.failed[prefix]
+            elif err.errno == errno.EEXIST and err.op.kind is ADD and prefix in actual:
+                del self.failed[prefix]
+
+    @property
+    def retry_waiting(self) -> bool:
+        """Some failed prefix still waits for a retry (the caller must keep a retry timer)."""
+        pending, extra, inflight = self.pending, self.extra, self.inflight
+        return any((p in pending or p in extra) and p not in inflight for p in self.failed)
 
     def _choose(self, prefix: Prefix, routes: tuple[KernelRoute, ...]) -> KernelRoute:
         """Of several routes of ours on one prefix, the one to keep; the others become `extra`."""
