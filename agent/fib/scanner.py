@@ -18,12 +18,15 @@ given (the address source, start-up).
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING
 
 from . import codec
 from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder, encode_dump_request
-from .links import LinkIndex, LinkSnapshot
 from .nlsock import DEFAULT_BUFFER, DUMP_TIMEOUT, NlSocket, dump
 from .types import Dump, FibSettings, ForeignRoute, Link
+
+if TYPE_CHECKING:  # links.LinkIndex.from_kernel() uses dump_links(): no import cycle
+    from .links import LinkIndex, LinkSnapshot
 
 
 def _dump_objects(msg_type: int, reply_type: int, decode, sock: NlSocket | None) -> list:
