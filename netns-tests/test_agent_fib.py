@@ -242,3 +242,34 @@ def test_ipv6_link_local_gateways_on_each_link(node):
     r = node.wait_routes(lambda r: {"2001:db8:30::/48", "2001:db8:31::/48"} <= set(r), family=6)
     assert (r["2001:db8:30::/48"]["dev"], r["2001:db8:31::/48"]["dev"]) == ("up0", "up1")
     assert r["2001:db8:30::/48"]["gateway"] == "fe80::1"
+
+
+def test_metric_changes_are_make_before_break_and_ipv6_metric_0_is_1024(node, monitor_factory):
+    node.write("static.yaml", static_routes("uplinks", ROUTES))
+    node.start()
+    node.wait_routes(lambda r: len(r) == 3)
+    node.wait_routes(lambda r: len(r) == 2, family=6)
+    wait_for(node.converged, 5)
+
+    def metrics(family):
+        return {p: r.get("metric", 0) for p, r in node.routes(family).items()}
+
+    mon = monitor_factory(node.ns)
+    for v4, v6 in ((0, 1024), (30, 30)):
+        node.write("agent.yaml", agent_config(f"  fib:\n    metric: {v4}\n"))
+        node.wait_routes(lambda r: {x.get("metric", 0) for x in r.values()} == {v4} and len(r) == 3, timeout=15)
+        node.wait_routes(lambda r: {x.get("metric", 0) for x in r.values()} == {v6} and len(r) == 2,
+                         family=6, timeout=15)
+        wait_for(node.converged, 10)
+    assert set(metrics(4).values()) == {30} and set(metrics(6).values()) == {30}
+    mon.mark()
+    events = mon.events()
+    for prefix in ("192.0.2.0/24", "2001:db8:10::/48"):
+        mine = [l for l in events if l.split()[0 if not l.startswith("Deleted") else 1] == prefix]
+        kinds = [("del" if l.startswith("Deleted") else "add",
+                  int(l.split("metric ")[1].split()[0]) if "metric " in l else 0) for l in mine]
+        old = 20
+        for new in ((0 if "." in prefix else 1024), 30):  # each new metric is in before the old goes
+            assert kinds.index(("add", new)) < kinds.index(("del", old)), (prefix, kinds)
+            old = new
+    assert "route_agent_fib_failed_routes 0.0" in node.api("/metrics")

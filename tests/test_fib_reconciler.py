@@ -52,7 +52,9 @@ def test_metric_change_adds_new_then_deletes_old():
     fib.want({A: R1})
     flush(fib, net)
     fib.want({A: R1.with_metric(50)})
-    assert [o.kind for o in flush(fib, net)] == [OpKind.ADD, OpKind.DELETE]
+    assert [o.kind for o in flush(fib, net)] == [OpKind.ADD]  # make-before-break
+    assert [(o.kind, o.route.metric) for o in flush(fib, net)] == [(OpKind.DELETE, 20)]
+    assert net.table() == {(A, 50): R1.with_metric(50)} and fib.converged
 
 
 def test_restart_unchanged_table_costs_zero_writes():

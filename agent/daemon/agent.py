@@ -164,7 +164,7 @@ class Agent:
             self.main_monitor = RouteMonitor(main, self.links)
         self._sync_links()
         dump = self._dump()
-        self.fib.adopt(dump.ours)
+        self.fib.adopt(dump.ours, dump.extra)  # fib: extra = more of ours on a prefix (other metrics)
         log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
                  self.settings.protocol, self.settings.table)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
@@ -292,7 +292,7 @@ class Agent:
             self.bgp.set_node_addresses(self._node_addresses())
         self._sync_links()
         dump = self._dump()
-        self.fib.resync(dump.ours)
+        self.fib.resync(dump.ours, dump.extra)  # fib: extra = more of ours on a prefix (other metrics)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
 
     def _handle(self, ev: Event) -> None:
@@ -513,7 +513,7 @@ class Agent:
             self.metrics.netlink_errors.labels(e.op.kind.value, errno.errorcode.get(e.errno, str(e.errno))).inc()
         if any(e.errno == errno.EEXIST and e.op.kind == OpKind.ADD for e in errors):
             self._queue.put_nowait(Event("scan", "conflict"))  # a route we did not know about
-        if errors:
+        if errors or self.fib.retry_waiting:  # fib: a retry that met a batch in flight was lost
             self._schedule_retry()
         else:
             self._retry_delay = RETRY_MIN

@@ -9,7 +9,7 @@ netlink.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..core.model import KernelRoute, NextHop, Prefix, RouteType
@@ -18,6 +18,15 @@ RT_TABLE_MAIN = 254
 RTPROT_KERNEL = 2
 DEFAULT_PROTOCOL = 201
 DEFAULT_METRIC = 20
+# The kernel stores an IPv6 route added with metric 0 at IP6_RT_PRIO_USER (1024), and an IPv6
+# delete with metric 0 matches any metric. So an IPv6 metric 0 is taken as 1024 everywhere
+# (`kernel_metric`); IPv4 keeps metric 0 as given.
+IP6_RT_PRIO_USER = 1024
+
+
+def kernel_metric(family: int, metric: int) -> int:
+    """The metric the kernel stores for a route of `family` added with `metric`."""
+    return IP6_RT_PRIO_USER if metric == 0 and family == 6 else metric
 
 # Names iproute2 prints for well-known protocol numbers (rtnetlink.h / rt_protos).
 PROTOCOL_NAMES = {
@@ -85,6 +94,9 @@ class ForeignRoute:
 class Dump:
     ours: dict[Prefix, KernelRoute]
     foreign: list[ForeignRoute]
+    # further routes of ours on a prefix of `ours` (other metrics): a metric change in progress,
+    # or a leftover of one; the reconciler keeps the one it wants and deletes the others
+    extra: dict[Prefix, tuple[KernelRoute, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,164 @@
+"""Batched route writes on the FIB's request socket.
+
+DOC: `NetlinkWriter` owns the request socket (`agent.fib.nlsock`); only its `apply()` touches it,
+and the agent calls `apply()` from its one writer thread (at most one batch in flight).
+Dumps never use this socket (they have the scan socket), so no reply of a batch can be taken
+by a dump and no dump chunk by the batch.
+
+`apply(ops)` encodes every op, sends them ~1024 messages per `send` with NLM_F_ACK only on the
+last message of each batch (the kernel reports every failure anyway), then drains the replies:
+rtnetlink processes a send synchronously, so when `send` returns every reply of the batch is
+already queued and the final ACK marks its end. NLMSG_ERRORs are matched to ops by sequence
+number. A delete that finds nothing (ESRCH/ENOENT) is success. An op whose device is unknown
+fails with ENODEV without being sent. Only failures are returned. With more than one batch, one
+sender thread sends batch k while the caller's thread encodes batch k+1 (the kernel's work
+happens inside send() with the GIL released); apply() still returns only once every batch is
+acknowledged, so callers see a plain synchronous call. A batch whose final ACK does not come
+within `REPLY_TIMEOUT` raises TimeoutError (the caller rescans: the batch's fate is unknown).
+
+Interface names are resolved with the `LinkSnapshot` current when `apply()` starts, one
+immutable map for the whole call; the LinkIndex itself is changed only by its owner thread.
+The batch size shrinks with a small receive buffer so a batch in which every op fails still
+fits its error replies.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import os
+import time
+from typing import Sequence
+
+from . import codec
+from .codec import NLMSG_ERROR, Encoder, UnknownDevice, iter_messages
+from .links import LinkIndex, LinkSnapshot
+from .nlsock import DEFAULT_BUFFER, REPLY_TIMEOUT, NlSocket
+from .types import FibSettings, Op, OpError, OpKind
+
+BATCH = 1024
+_BATCH_BYTES = 256 << 10
+_GONE = (errno.ESRCH, errno.ENOENT)
+
+
+class NetlinkWriter:
+    """Batched route writes for one FibSettings (see module doc)."""
+
+    def __init__(self, settings: FibSettings, links: LinkIndex, batch: int = BATCH,
+                 buffer: int = DEFAULT_BUFFER):
+        self.settings = settings
+        self.links = links
+        self.sock = NlSocket("request", buffer=buffer, timeout=REPLY_TIMEOUT)
+        # an error reply costs roughly 1 KiB of receive buffer (skb truesize): keep a batch's
+        # worst case (every op fails) inside the buffer
+        self.batch = max(16, min(batch, self.sock.rcvbuf() // 1536))
+        self._snapshot: LinkSnapshot = links.snapshot
+        self.encoder = Encoder(settings, self._snapshot.index_of)
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.ops_sent = 0  # messages handed to the kernel
+        self.errors = 0  # failures returned by apply()
+        self.replies_lost = 0  # batches whose replies overflowed the socket (resync advised)
+
+    def _sender(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="netlink-send")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+        self.sock.close()
+
+    def _sync_links(self) -> None:
+        snap = self.links.snapshot  # one read: this map stays the same for the whole apply()
+        if snap is not self._snapshot:
+            self._snapshot = snap
+            self.encoder.index_of = snap.index_of
+            self.encoder.invalidate()
+
+    def apply(self, ops: Sequence[Op]) -> list[OpError]:
+        """Send every op, batched; return the failures only, in the order of `ops`."""
+        with self.sock.owned():
+            return self._apply(ops)
+
+    def _apply(self, ops: Sequence[Op]) -> list[OpError]:
+        self._sync_links()
+        failures: list[tuple[int, OpError]] = []
+        encode = self.encoder.encode
+        seq = self.sock.seq
+        batch_ops: list[Op] = []
+        batch_index: list[int] = []  # position in `ops` of each op in the batch
+        batch_msgs: list[bytes] = []
+        size = 0
+        first = seq.take(self.batch)
+        # With more than one batch, a sender thread writes batch k (the kernel does its work inside
+        # send(), with the GIL released) while this thread encodes batch k+1. Batches still go out
+        # in order, one at a time, and apply() returns only when all are acknowledged.
+        sent: list = []
+        send = self._send_batch
+        if len(ops) > self.batch:
+            pool = self._sender()
+            send = lambda *a: sent.append(pool.submit(self._send_batch, *a))  # noqa: E731
+        try:
+            for i, op in enumerate(ops):
+                try:
+                    msg = encode(op, first + len(batch_ops))
+                except UnknownDevice:
+                    failures.append((i, OpError(op, errno.ENODEV, os.strerror(errno.ENODEV))))
+                    continue
+                except (ValueError, TypeError):
+                    failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
+                    continue
+                batch_ops.append(op)
+                batch_index.append(i)
+                batch_msgs.append(msg)
+                size += len(msg)
+                if len(batch_ops) >= self.batch or size >= _BATCH_BYTES:
+                    send(first, batch_ops, batch_index, batch_msgs, failures)
+                    batch_ops, batch_index, batch_msgs, size = [], [], [], 0
+                    first = seq.take(self.batch)
+            if batch_ops:
+                send(first, batch_ops, batch_index, batch_msgs, failures)
+        finally:
+            for future in sent:
+                future.exception()  # every batch has finished before the socket is released
+        for future in sent:
+            future.result()  # re-raises a sender error here
+        failures.sort(key=lambda item: item[0])
+        self.errors += len(failures)
+        return [failure for _i, failure in failures]
+
+    def _send_batch(self, first: int, ops: list[Op], index: list[int], msgs: list[bytes],
+                    failures: list[tuple[int, OpError]]) -> None:
+        last = first + len(ops) - 1
+        msgs[-1] = self.encoder.encode(ops[-1], last, ack=True)
+        sock = self.sock
+        sock.send(b"".join(msgs))
+        self.ops_sent += len(ops)
+        lost = False
+        deadline = None
+        while True:
+            try:
+                buf = sock.recv_nowait()
+                if buf is None:
+                    if lost:  # replies were dropped; rtnetlink answered synchronously, nothing more comes
+                        self.replies_lost += 1
+                        return
+                    if deadline is None:  # one REPLY_TIMEOUT for the batch, then TimeoutError
+                        deadline = time.monotonic() + sock.timeout
+                    buf = sock.recv(deadline)
+            except OSError as exc:
+                if exc.errno == errno.ENOBUFS:
+                    lost = True
+                    continue
+                raise
+            for mtype, _flags, seq, off, _end in iter_messages(buf):
+                if mtype != NLMSG_ERROR or not first <= seq <= last:
+                    continue
+                err = -codec.I32.unpack_from(buf, off)[0]
+                if err:
+                    op = ops[seq - first]
+                    if not (op.kind is OpKind.DELETE and err in _GONE):
+                        failures.append((index[seq - first], OpError(op, err, os.strerror(err))))
+                if seq == last:
+                    return
