@@ -21,6 +21,7 @@ ifindexes through the `index_of` mapping given to the encoder (the LinkIndex's l
 
 Decoding (`Decoder`). `iter_messages` walks a receive buffer; `decode` turns each message into a
 value of `agent.fib.types` (RouteEvent, LinkEvent) or a control record (`NlError`, `NlDone`).
+Link messages (few, rare) are decoded by pyroute2's `ifinfmsg` (`agent.fib.ifaces`).
 Route messages are filtered on the parsed header before any attribute is read (table, cloned
 flag, type: local/broadcast/anycast/multicast/throw... are skipped), then only RTA_DST,
 RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE and RTA_MULTIPATH are looked at. The raw next-hop
@@ -33,14 +34,14 @@ from __future__ import annotations
 
 import errno as _errno
 import ipaddress
-import socket
 import struct
 import sys
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 from ..core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
-from .types import FibSettings, ForeignRoute, Link, LinkEvent, Op, OpKind, RouteEvent
+from .ifaces import decode_link
+from .types import FibSettings, ForeignRoute, LinkEvent, Op, OpKind, RouteEvent
 
 # ---- constants (linux/netlink.h, linux/rtnetlink.h, linux/if.h) ----
 NLMSG_NOOP, NLMSG_ERROR, NLMSG_DONE, NLMSG_OVERRUN = 1, 2, 3, 4
@@ -53,11 +54,9 @@ RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_MULTIPATH, RTA_TABLE = 1, 4, 5, 6, 9, 15
-IFLA_IFNAME = 3
 RTM_F_CLONED = 0x200
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
 RT_TABLE_UNSPEC, RT_TABLE_COMPAT = 0, 252
-IFF_UP = 0x1
 AF_UNSPEC, AF_INET, AF_INET6 = 0, 2, 10
 
 RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
@@ -210,26 +209,7 @@ class Encoder:
 
 
 RTM_NEWADDR, RTM_GETADDR = 20, 22
-IFA_ADDRESS, IFA_LOCAL = 1, 2
 IFADDRMSG = struct.Struct("=BBBBI")  # family, prefixlen, flags, scope, index
-
-
-def decode_address(buf: bytes, off: int, end: int) -> tuple[str, int, int] | None:
-    """An RTM_NEWADDR message -> (address text, prefix length, scope)."""
-    family, plen, _flags, scope, _index = IFADDRMSG.unpack_from(buf, off)
-    found: dict[int, bytes] = {}
-    o = off + IFADDRMSG.size
-    while o + 4 <= end:
-        alen, atype = struct.unpack_from("=HH", buf, o)
-        if alen < 4:
-            break
-        if atype in (IFA_ADDRESS, IFA_LOCAL):
-            found[atype] = buf[o + 4:o + alen]
-        o += (alen + 3) & ~3
-    raw = found.get(IFA_LOCAL) or found.get(IFA_ADDRESS)
-    if raw is None or family not in (AF_INET, AF_INET6):
-        return None
-    return socket.inet_ntop(family, raw), plen, scope
 
 
 def encode_dump_request(msg_type: int, family: int, seq: int, table: int = 0) -> bytes:
@@ -374,19 +354,6 @@ class Decoder:
             hops.append(NextHop(_address_text(gw) if gw is not None else None, dev(oif), 1))
         return intern(KernelRoute(_KEPT_TYPES[rtype], nexthops(*hops), prio)), complete
 
-    def link(self, buf: bytes, off: int, end: int) -> Link | None:
-        _family, _type, index, flags, _change = IFINFOMSG.unpack_from(buf, off)
-        o = off + 16
-        while o + 4 <= end:
-            alen, atype = NLATTR.unpack_from(buf, o)
-            if alen < 4:
-                break
-            if atype & _NLA_TYPE_MASK == IFLA_IFNAME:
-                name = bytes(buf[o + 4:o + alen]).split(b"\0", 1)[0].decode()
-                return Link(sys.intern(name), index, bool(flags & IFF_UP))
-            o += (alen + 3) & ~3
-        return None
-
     def decode_one(self, mtype: int, seq: int, buf: bytes, off: int, end: int):
         """One message as RouteEvent / LinkEvent / NlError / NlDone, or None (filtered/other)."""
         if mtype == RTM_NEWROUTE or mtype == RTM_DELROUTE:
@@ -399,7 +366,7 @@ class Decoder:
                 foreign = ForeignRoute(prefix, protocol, route.metric, route.type, route.nexthops)
             return RouteEvent(mtype == RTM_DELROUTE, prefix, protocol, route, foreign)
         if mtype == RTM_NEWLINK or mtype == RTM_DELLINK:
-            link = self.link(buf, off, end)
+            link = decode_link(buf, off, end)
             return None if link is None else LinkEvent(mtype == RTM_DELLINK, link)
         if mtype == NLMSG_ERROR:
             return NlError(seq, -I32.unpack_from(buf, off)[0])

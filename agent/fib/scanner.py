@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from . import codec
 from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder, encode_dump_request
+from .ifaces import decode_address, decode_link
 from .nlsock import DEFAULT_BUFFER, DUMP_TIMEOUT, NlSocket, dump
 from .types import Dump, FibSettings, ForeignRoute, Link
 
@@ -57,12 +58,12 @@ def _dump_objects(msg_type: int, reply_type: int, decode, sock: NlSocket | None)
 
 def dump_links(sock: NlSocket | None = None, settings: FibSettings | None = None) -> list[Link]:
     """Every interface of the current network namespace (RTM_GETLINK dump)."""
-    return _dump_objects(RTM_GETLINK, RTM_NEWLINK, Decoder(settings or FibSettings(), {}).link, sock)
+    return _dump_objects(RTM_GETLINK, RTM_NEWLINK, decode_link, sock)
 
 
 def dump_addresses(sock: NlSocket | None = None) -> list[tuple[str, int, int]]:
     """Every interface address of the current network namespace: (address, prefix length, scope)."""
-    return _dump_objects(codec.RTM_GETADDR, codec.RTM_NEWADDR, codec.decode_address, sock)
+    return _dump_objects(codec.RTM_GETADDR, codec.RTM_NEWADDR, decode_address, sock)
 
 
 class NetlinkScanner:
