@@ -3,7 +3,8 @@
 DOC: a deliberately small HTTP/1.1 server on the agent's own event loop (asyncio streams, GET only,
 one request per connection), so every handler reads the routing state between two steps of the
 core task and needs no locks. It listens on 127.0.0.1 by default; the JSON views are for the local
-CLI (`route-agent show ...`, `route-agent explain ...`), not a public API.
+CLI (`route-agent show ...`, `route-agent explain ...`), not a public API. It sees the agent only
+through a `ReadView`.
 """
 
 from __future__ import annotations
@@ -11,43 +12,40 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..core.model import Prefix
-from . import views
-
-if TYPE_CHECKING:
-    from ..daemon.agent import Agent
+from .metrics import Metrics
+from .readview import ReadView
 
 log = logging.getLogger("route_agent.api")
 
 
-def _route(agent: "Agent", path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+def _route(view: ReadView, metrics: Metrics, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
     if path == "/metrics":
-        return 200, CONTENT_TYPE_LATEST, generate_latest(agent.metrics.registry)
+        return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
     if path == "/healthz":
         return 200, "text/plain", b"ok\n"
     if path == "/readyz":
-        return (200, "text/plain", b"ready\n") if agent.ready else (503, "text/plain", b"not ready\n")
+        return (200, "text/plain", b"ready\n") if view.ready() else (503, "text/plain", b"not ready\n")
     if path == "/api/rib":
-        return _json(views.rib(agent))
+        return _json(view.rib_rows(sorted(view.rib_prefixes())))
     if path == "/api/fib":
-        return _json(views.fib(agent))
+        return _json(view.fib())
     if path == "/api/peers":
-        return _json(views.peers(agent))
+        return _json(view.peers())
     if path == "/api/adverts":
         peer = (query.get("peer") or [None])[0]
-        return _json(agent.bgp.advert_views(peer) if agent.bgp is not None else [])
+        return _json(view.adverts(peer))
     if path == "/api/explain":
         text = (query.get("prefix") or [""])[0]
         try:
             prefix = Prefix.parse(text)
         except ValueError as exc:
             return 400, "application/json", json.dumps({"error": f"bad prefix {text!r}: {exc}"}).encode()
-        return _json(agent.explain(prefix))
+        return _json(view.explain(prefix))
     return 404, "text/plain", b"not found\n"
 
 
@@ -55,7 +53,7 @@ def _json(obj) -> tuple[int, str, bytes]:
     return 200, "application/json", json.dumps(obj).encode()
 
 
-async def _handle(agent: "Agent", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _handle(view: ReadView, metrics: Metrics, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         request = await asyncio.wait_for(reader.readline(), 10)
         while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
@@ -65,7 +63,7 @@ async def _handle(agent: "Agent", reader: asyncio.StreamReader, writer: asyncio.
             status, ctype, body = 405, "text/plain", b"only GET\n"
         else:
             url = urlsplit(parts[1])
-            status, ctype, body = _route(agent, url.path, parse_qs(url.query))
+            status, ctype, body = _route(view, metrics, url.path, parse_qs(url.query))
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
                   503: "Service Unavailable"}.get(status, "")
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
@@ -79,7 +77,7 @@ async def _handle(agent: "Agent", reader: asyncio.StreamReader, writer: asyncio.
         writer.close()
 
 
-async def serve(agent: "Agent", address: str, port: int) -> asyncio.Server:
-    server = await asyncio.start_server(lambda r, w: _handle(agent, r, w), address, port)
+async def serve(view: ReadView, metrics: Metrics, address: str, port: int) -> asyncio.Server:
+    server = await asyncio.start_server(lambda r, w: _handle(view, metrics, r, w), address, port)
     log.info("API listening on http://%s:%d", address, server.sockets[0].getsockname()[1])
     return server
