@@ -153,6 +153,12 @@ class Metrics:
                                       registry=r)
         self.repairs = Counter("route_agent_fib_repairs",
                                "Changes to our routes made by someone else, then repaired.", registry=r)
+        self.reload_errors = Counter("route_agent_config_reload_errors",
+                                     "Reloads that failed with an unexpected error (logged; the last "
+                                     "good configuration keeps running).", registry=r)
+        self.task_restarts = Counter("route_agent_task_restarts",
+                                     "Long-running tasks that ended unexpectedly and were restarted.",
+                                     ["task"], registry=r)
 
     def bind(self, view: ReadView) -> None:
         """Read the state's sizes from `view` at every scrape."""

@@ -33,7 +33,7 @@ from .kube import KubeSync
 from .reload import ConfigReloader
 from .routing import Routing
 from .status import STATUS_SECONDS, StatusPublisher
-from .supervise import Spawner, periodic
+from .supervise import Spawner, periodic, supervised
 from .view import AgentView
 from .writer import FibWriter
 
@@ -166,6 +166,9 @@ class Agent:
             self.shutdown()
 
     async def _run_tasks(self) -> None:
+        """The long-running tasks, each supervised (restarted after an unexpected end), under one
+        TaskGroup that `stop()` unwinds."""
+        restarts = self.metrics.task_restarts
         tasks = {"core": self.core.run,
                  "full-scan": lambda: periodic(lambda: self.config.agent.fib.full_scan_seconds,
                                                lambda: self.queue.put(Event("scan", "periodic")))}
@@ -175,7 +178,7 @@ class Agent:
             tasks["status"] = lambda: periodic(lambda: STATUS_SECONDS,
                                                lambda: self.queue.put(Event("status", "periodic")))
         async with asyncio.TaskGroup() as tg:
-            running = [tg.create_task(make(), name=name)
+            running = [tg.create_task(supervised(name, make, restarts), name=name)
                        for name, make in tasks.items()]
             await self._stop.wait()
             for t in running:

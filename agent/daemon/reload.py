@@ -3,7 +3,11 @@
 DOC: `ConfigReloader` reads the configuration file or directory and resolves it for this host
 (`standalone`: a host has no Node labels, and the router id defaults to its first global IPv4
 address). A valid configuration goes to the core task as a ``config`` event; anything else is
-logged, counted, and the last good configuration keeps running. The poll task takes a fingerprint (stat only)
+logged, counted, and the last good configuration keeps running. That holds for every failure,
+not only for an invalid file: a reload that raises anything at all (a loader bug, a RecursionError
+from absurd nesting, an OS error) is logged once with its traceback, counted in
+``route_agent_config_reload_errors_total`` (and ``..._reload_failures_total``) and sets
+``route_agent_config_last_reload_successful`` to 0. The poll task takes a fingerprint (stat only)
 of the files every CONFIG_POLL_SECONDS and reloads when it changed, so a broken file is read once,
 not once a second. Only the first load, at start, may fail the agent (nothing is touched yet).
 """
@@ -68,6 +72,11 @@ class ConfigReloader:
             self._failed(format_problems(exc.problems))
             log.error("configuration rejected, keeping the last good one:\n%s", self.last_error)
             return False
+        except Exception as exc:  # RecursionError, MemoryError from a loader, a bug: never fatal
+            self._failed(f"{self.path}: cannot load the configuration: {type(exc).__name__}: {exc}")
+            self.metrics.reload_errors.inc()
+            log.error("configuration reload failed, keeping the last good one", exc_info=True)
+            return False
         self.last_error = ""
         self.metrics.reload_ok.set(1)
         log.info("configuration reloaded")
@@ -86,5 +95,13 @@ class ConfigReloader:
             self.poll()
 
     def poll(self) -> None:
-        if config_fingerprint(self.path) != self.fingerprint:
+        try:
+            changed = config_fingerprint(self.path) != self.fingerprint
+        except Exception as exc:  # documented never to raise; be sure, and say it once
+            if repr(exc) != self._watch_error:
+                self._watch_error = repr(exc)
+                log.error("configuration watch: cannot read %s: %r", self.path, exc)
+            return
+        self._watch_error = ""
+        if changed:
             self.reload()
