@@ -159,6 +159,8 @@ class Metrics:
         self.task_restarts = Counter("route_agent_task_restarts",
                                      "Long-running tasks that ended unexpectedly and were restarted.",
                                      ["task"], registry=r)
+        self.api_refused = Counter("route_agent_api_refused_requests",
+                                   "HTTP requests refused before routing (414, 431).", ["code"], registry=r)
 
     def bind(self, view: ReadView) -> None:
         """Read the state's sizes from `view` at every scrape."""
