@@ -3,12 +3,12 @@
 DOC: `Agent` creates the queue, the metrics, the configuration source (`reload.ConfigReloader`
 standalone, `kube.KubeSync` in cluster mode), the routing state (`routing.Routing`), the FIB writer
 (`writer.FibWriter`), the core task (`core.Core`) and the read view the API sees
-(`view.AgentView`), and registers which handler takes which event. `run()` starts them in the
-order a hitless restart needs (API first, so /healthz answers; the Kubernetes configuration;
-the kernel: monitor, dump, adopt; the config; timers and readers; the speaker), then runs the
-long-running tasks supervised under one TaskGroup until SIGTERM/SIGINT, and unwinds: the speaker
-stops (no NOTIFICATION: peers keep our routes), a batch in flight completes, routes stay in the
-kernel unless --flush-on-exit.
+(`view.AgentView`), and registers which handler takes which event. `run()` makes the state
+directory private (`statedir`), then starts the pieces in the order a hitless restart needs (API
+first, so /healthz answers; the Kubernetes configuration; the kernel: monitor, dump, adopt; the
+config; timers and readers; the speaker), then runs the long-running tasks supervised under one
+TaskGroup until SIGTERM/SIGINT, and unwinds: the speaker stops (no NOTIFICATION: peers keep our
+routes), a batch in flight completes, routes stay in the kernel unless --flush-on-exit.
 
 This is the only module that loads the keyword-named `agent/import/` package (with
 `importlib.import_module("..import", __package__)`); the BGP runtime gets it handed in.
@@ -32,6 +32,7 @@ from .events import Event, EventQueue
 from .kube import KubeSync
 from .reload import ConfigReloader
 from .routing import Routing
+from .statedir import prepare_state_dir
 from .status import STATUS_SECONDS, StatusPublisher
 from .supervise import Spawner, periodic, supervised
 from .view import AgentView
@@ -118,6 +119,7 @@ class Agent:
         from ..api.server import serve  # the API is an outer layer
 
         loop = asyncio.get_running_loop()
+        prepare_state_dir(self.state_dir)  # 0700, and umask 077 for everything written there
         # first, so /healthz answers while cluster mode waits for the API server (in cluster mode
         # the address and port are the command line's or the defaults: spec.api is read later)
         api = self.config.agent.api
