@@ -159,6 +159,10 @@ class Metrics:
         self.task_restarts = Counter("route_agent_task_restarts",
                                      "Long-running tasks that ended unexpectedly and were restarted.",
                                      ["task"], registry=r)
+        self.queue_overflows = Counter("route_agent_event_queue_overflows",
+                                       "Events met a full core queue: kernel deltas coalesced into a "
+                                       "full resync (coalesced), others queued beyond the bound (kept).",
+                                       ["kind", "action"], registry=r)
         self.api_refused = Counter("route_agent_api_refused_requests",
                                    "HTTP requests refused before routing (414, 431).", ["code"], registry=r)
 

@@ -66,7 +66,7 @@ class Agent:
         self.api_address_override = api_address
         self.node_name = node_name or os.environ.get("NODE_NAME") or socket.gethostname()
         self.metrics = Metrics()
-        self.queue = EventQueue()
+        self.queue = EventQueue(counter=self.metrics.queue_overflows)
         self.spawn = Spawner()
         self.reloader: ConfigReloader | None = None
         self.kube: KubeSync | None = None

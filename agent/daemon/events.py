@@ -1,8 +1,23 @@
-"""The core task's input: `Event` and the `EventQueue` every producer puts on.
+"""The core task's input: `Event` and the bounded `EventQueue` every producer puts on.
 
 DOC: producers (the kernel route monitor, the ExaBGP event pump, the Kubernetes reflectors, the
 config watcher, SIGHUP, timers, the FIB writer's completions) only `put()` events; the core task
-alone takes them.
+alone takes them. The queue is bounded (`MAX_EVENTS`), and what happens at the bound depends on
+what the event is:
+
+* kernel deltas (``kernel``, ``main-table``: batches read from the route monitor) are not queued;
+  instead one full resync (``scan``, reason ``queue-full``) is queued, once until it has been
+  taken. A full scan re-reads the kernel, so the dropped deltas are recovered, coalesced;
+* derived and periodic work that is idempotent (``scan``, ``status``, ``retry``) is not queued
+  twice: one waiting event of that kind does the same;
+* everything else is never dropped: configuration, BGP session and UPDATE events, End-of-RIB
+  timers, Kubernetes batches, FIB write completions and the gate timer are queued beyond the bound.
+  Their producers are bounded by other means (one config per reload, one completion per batch in
+  flight, the speaker's and the reflectors' own pacing).
+
+Every event met at the bound is counted in ``route_agent_event_queue_overflows_total{kind,action}``
+(``action`` ``coalesced`` or ``kept``), and one warning is logged per overflow episode (the next one
+once the queue has drained below half).
 """
 
 from __future__ import annotations
@@ -40,6 +55,21 @@ class EventQueue:
         self._overflowing = False
 
     def put(self, ev: Event) -> None:
+        if self._q.qsize() >= self.maxsize:
+            if not self._overflowing:
+                self._overflowing = True
+                log.warning("core event queue full (%d events): kernel deltas become one full "
+                            "resync until it drains", self.maxsize)
+            if ev.kind in DELTAS:
+                self._count(ev.kind, "coalesced")
+                if not self._resync_queued:
+                    self._resync_queued = True
+                    self._add(Event(*RESYNC))
+                return
+            if ev.kind in IDEMPOTENT and self._kinds[ev.kind]:
+                self._count(ev.kind, "coalesced")
+                return
+            self._count(ev.kind, "kept")
         self._add(ev)
 
     def _add(self, ev: Event) -> None:
