@@ -107,7 +107,7 @@ class Agent:
             r.notice = self.kube.notice
             core.on("k8s", self.kube.handle)
             core.at_end_of_pass("k8s-commit", self.kube.commit)
-        core.at_end_of_pass("flush", lambda retry: self.writer.flush(retry_failed=retry))
+        core.at_end_of_pass("flush", lambda retry: self.writer.flush(retry_failed=retry), resync=False)
         return core
 
     @property

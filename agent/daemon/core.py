@@ -28,15 +28,17 @@ class Core:
         self.queue = queue
         self.metrics = metrics
         self._handlers: dict[str, list[Callable[[Any], None]]] = defaultdict(list)
-        self._end_of_pass: list[tuple[str, Callable[[bool], None]]] = []
+        self._end_of_pass: list[tuple[str, Callable[[bool], None], bool]] = []
 
     def on(self, kind: str, handler: Callable[[Any], None]) -> None:
         """Call `handler(event.data)` for every event of `kind`, in registration order."""
         self._handlers[kind].append(handler)
 
-    def at_end_of_pass(self, name: str, step: Callable[[bool], None]) -> None:
-        """Call `step(retry)` after each pass over the queue; `retry` when a retry event came."""
-        self._end_of_pass.append((name, step))
+    def at_end_of_pass(self, name: str, step: Callable[[bool], None], resync: bool = True) -> None:
+        """Call `step(retry)` after each pass over the queue; `retry` when a retry event came.
+        Without `resync`, a failing step is only logged and counted (no full scan is queued, so
+        a step that keeps failing cannot keep the loop spinning)."""
+        self._end_of_pass.append((name, step, resync))
 
     async def run(self) -> None:
         while True:
@@ -47,8 +49,8 @@ class Core:
                 ev = self.queue.get_nowait()
                 retry = retry or ev.kind == "retry"
                 self.handle(ev)
-            for name, step in self._end_of_pass:
-                self._safely(name, step, retry)
+            for name, step, resync in self._end_of_pass:
+                self._safely(name, step, retry, resync)
 
     def handle(self, ev: Event) -> None:
         """Handle one event now (errors are contained, see the module doc)."""
@@ -56,13 +58,14 @@ class Core:
             if not self._safely(ev.kind, handler, ev.data):
                 return
 
-    def _safely(self, what: str, fn: Callable[[Any], None], arg: Any) -> bool:
+    def _safely(self, what: str, fn: Callable[[Any], None], arg: Any, resync: bool = True) -> bool:
         try:
             fn(arg)
         except Exception:
-            log.exception("handling %s event failed; full resync", what)
+            resync = resync and what != "scan"
+            log.exception("handling %s event failed%s", what, "; full resync" if resync else "")
             self.metrics.handler_errors.inc()
-            if what != "scan":
+            if resync:
                 self.queue.put(Event("scan", "handler-error"))
             return False
         return True
