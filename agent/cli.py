@@ -2,7 +2,8 @@
 
 DOC: `run` starts the agent in the foreground; `validate` checks configuration files offline with
 exactly the checks a running agent applies; `show` and `explain` ask the running agent's local HTTP
-API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print text or `--json`.
+API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print text or `--json`;
+`show rib` reads the RIB in pages of RIB_PAGE rows (following the API's `next` cursor).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import urllib.parse
 import urllib.request
 
 DEFAULT_API = "http://127.0.0.1:9180"
+RIB_PAGE = 1000  # rows per /api/rib request
 
 
 def _get(api: str, path: str):
@@ -126,13 +128,30 @@ def _print_fib(data) -> None:
         print(f"failed: {r['prefix']} {r['op']}: {r['error']}")
 
 
+def _rib_pages(api: str):
+    """The RIB page by page, following the `next` cursor of /api/rib."""
+    after = None
+    while True:
+        query = {"limit": RIB_PAGE} | ({"after": after} if after else {})
+        page = _get(api, "/api/rib?" + urllib.parse.urlencode(query))
+        yield page["routes"]
+        after = page["next"]
+        if after is None:
+            return
+
+
 def cmd_show(args) -> int:
+    if args.what == "rib":
+        if args.json:
+            print(json.dumps([row for rows in _rib_pages(args.api) for row in rows], indent=2))
+        else:
+            for rows in _rib_pages(args.api):  # print each page as it comes
+                _print_rib(rows)
+        return 0
     query = f"?{urllib.parse.urlencode({'peer': args.peer})}" if args.peer and args.what == "adverts" else ""
     data = _get(args.api, f"/api/{args.what}{query}")
     if args.json:
         print(json.dumps(data, indent=2))
-    elif args.what == "rib":
-        _print_rib(data)
     elif args.what == "peers":
         _print_peers(data)
     elif args.what == "adverts":

@@ -181,6 +181,11 @@ def test_readyz_metrics_and_cli_views(node):
     show = subprocess.run(["ip", "netns", "exec", node.ns, sys.executable, "-m", "agent", "show", "fib"],
                           capture_output=True, text=True, check=True).stdout
     assert "192.0.2.0/24 via 10.0.0.1 dev up0 metric 20" in show
+    rib = subprocess.run(["ip", "netns", "exec", node.ns, sys.executable, "-m", "agent", "show", "rib"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "* 198.18.0.0/16" in rib and "static/uplinks" in rib  # read page by page
+    page = node.api("/api/rib?limit=1")
+    assert len(page["routes"]) == 1 and page["next"] == page["routes"][0]["prefix"]
 
 
 def test_sigterm_keeps_routes_in_the_kernel(node):

@@ -25,12 +25,12 @@ async def test_bad_reload_keeps_last_good_config_and_counts(tmp_path):
     agent = Agent(str(path))
     good = agent.config
     path.write_text(BAD)
-    assert agent.reload() is False
+    assert agent.reloader.reload() is False
     assert agent.config is good
     assert metric(agent, "route_agent_config_reload_failures_total") == 1
     assert metric(agent, "route_agent_config_last_reload_successful") == 0
-    assert "spec.routes[0].prefix" in agent.last_error and "c.yaml" in agent.last_error
-    assert agent._queue.empty()  # nothing reaches the core task
+    assert "spec.routes[0].prefix" in agent.reloader.last_error and "c.yaml" in agent.reloader.last_error
+    assert agent.queue.empty()  # nothing reaches the core task
 
 
 async def test_good_reload_queues_the_new_config(tmp_path):
@@ -38,12 +38,12 @@ async def test_good_reload_queues_the_new_config(tmp_path):
     path.write_text(GOOD)
     agent = Agent(str(path))
     path.write_text(GOOD.replace("192.0.2.0/24", "198.51.100.0/24"))
-    assert agent.reload() is True
-    ev = agent._queue.get_nowait()
+    assert agent.reloader.reload() is True
+    ev = agent.queue.get_nowait()
     assert ev.kind == "config" and metric(agent, "route_agent_config_last_reload_successful") == 1
     # the core task applies it: the static source now offers the new prefix only
-    agent._load_config(ev.data)
-    assert [str(p) for p in agent.rib.prefixes()] == ["198.51.100.0/24"]
+    agent.routing.load_config(ev.data)
+    assert [str(p) for p in agent.routing.rib.prefixes()] == ["198.51.100.0/24"]
 
 
 def test_invalid_config_at_start_raises_before_touching_anything(tmp_path):
@@ -63,8 +63,8 @@ async def test_monitor_overrun_and_link_down_ask_for_a_full_scan(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(GOOD)
     agent = Agent(str(path))
-    agent._handle_kernel([Overrun(), LinkEvent(False, Link("eth9", 9, False))])
-    kinds = [agent._queue.get_nowait() for _ in range(agent._queue.qsize())]
+    agent.routing.handle_kernel([Overrun(), LinkEvent(False, Link("eth9", 9, False))])
+    kinds = [agent.queue.get_nowait() for _ in range(agent.queue.qsize())]
     assert [(e.kind, e.data) for e in kinds] == [("scan", "overrun"), ("scan", "link-down")]
 
 
@@ -88,7 +88,7 @@ spec: {peerAddress: 10.0.0.1, peerAS: 65001, localAS: 65000,
 def test_standalone_resolves_for_the_host(tmp_path, monkeypatch, caplog):
     """Standalone: the router id defaults to the host's first IPv4 address, objects selecting
     Node labels are left out (with a warning), overrides of other nodes do not apply."""
-    monkeypatch.setattr("agent.daemon.agent.node_addresses", lambda: ["fd00::5/64", "192.0.2.7/24"])
+    monkeypatch.setattr("agent.daemon.reload.node_addresses", lambda: ["fd00::5/64", "192.0.2.7/24"])
     path = tmp_path / "c.yaml"
     path.write_text(SELECTED)
     agent = Agent(str(path), node_name="host-a", state_dir=str(tmp_path / "state"))
@@ -102,8 +102,91 @@ def test_standalone_without_ipv4_and_router_id_is_an_error(tmp_path, monkeypatch
 
     from agent.config.loader import ConfigError
 
-    monkeypatch.setattr("agent.daemon.agent.node_addresses", lambda: ["fd00::5/64"])
+    monkeypatch.setattr("agent.daemon.reload.node_addresses", lambda: ["fd00::5/64"])
     path = tmp_path / "c.yaml"
     path.write_text(SELECTED)
     with pytest.raises(ConfigError, match="spec.routerId: unset"):
         Agent(str(path), node_name="host-a", state_dir=str(tmp_path / "state"))
+
+
+# ---------------------------------------------------------------- never taken down by a reload
+def _raising_loader(monkeypatch, exc=RecursionError("maximum recursion depth exceeded")):
+    calls = []
+
+    def load(path):
+        calls.append(path)
+        raise exc
+
+    monkeypatch.setattr("agent.daemon.reload.load_path", load)
+    return calls
+
+
+async def test_reload_that_raises_anything_keeps_the_last_good_config(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD)
+    agent = Agent(str(path))
+    good = agent.config
+    _raising_loader(monkeypatch)
+    path.write_text(GOOD.replace("192.0.2.0/24", "198.51.100.0/24"))
+    assert agent.reloader.reload() is False  # no exception escapes
+    agent._sighup()  # SIGHUP takes the same path
+    assert agent.config is good and agent.queue.empty()
+    assert metric(agent, "route_agent_config_reload_errors_total") == 2
+    assert metric(agent, "route_agent_config_reload_failures_total") == 2
+    assert metric(agent, "route_agent_config_last_reload_successful") == 0
+    assert "RecursionError" in agent.reloader.last_error
+    assert "RecursionError" in caplog.text
+
+
+async def test_config_poll_task_survives_a_raising_loader_and_reads_a_broken_file_once(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr("agent.daemon.reload.CONFIG_POLL_SECONDS", 0.01)
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD)
+    agent = Agent(str(path))
+    calls = _raising_loader(monkeypatch)
+    task = asyncio.create_task(agent.reloader.watch())
+    path.write_text(GOOD + "\n# changed\n")
+    await asyncio.sleep(0.2)
+    assert not task.done(), task.exception() if task.done() else None
+    assert len(calls) == 1  # logged and counted once, not at every poll
+    assert metric(agent, "route_agent_config_reload_errors_total") == 1
+    # a fixed file is picked up by the same task
+    monkeypatch.undo()
+    monkeypatch.setattr("agent.daemon.reload.CONFIG_POLL_SECONDS", 0.01)
+    path.write_text(GOOD.replace("192.0.2.0/24", "198.51.100.0/24"))
+    for _ in range(100):
+        if not agent.queue.empty():
+            break
+        await asyncio.sleep(0.01)
+    assert agent.queue.get_nowait().kind == "config"
+    task.cancel()
+
+
+async def test_a_failing_long_running_task_is_logged_counted_and_restarted(tmp_path, monkeypatch, caplog):
+    """An exception in a supervised task neither ends the agent silently nor stops the others."""
+    monkeypatch.setattr("agent.daemon.supervise.RESTART_MIN", 0.01, raising=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD)
+    agent = Agent(str(path))
+    runs = []
+
+    async def flaky_watch():
+        runs.append(1)
+        if len(runs) == 1:
+            raise RecursionError("boom")
+        await asyncio.Event().wait()
+
+    agent.reloader.watch = flaky_watch
+    tasks = asyncio.create_task(agent._run_tasks())
+    for _ in range(200):
+        if len(runs) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    assert not tasks.done(), tasks.exception() if tasks.done() else None
+    assert len(runs) == 2
+    assert agent.metrics.registry.get_sample_value(
+        "route_agent_task_restarts_total", {"task": "config-watch"}) == 1
+    assert "task config-watch failed" in caplog.text and "RecursionError: boom" in caplog.text
+    agent.stop()
+    await asyncio.wait_for(tasks, 5)  # shutdown still unwinds the one TaskGroup

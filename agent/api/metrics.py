@@ -8,133 +8,126 @@ state between two event-handling steps, never in the middle of one.
 
 from __future__ import annotations
 
-from collections import Counter as _Counter
-from typing import TYPE_CHECKING
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-if TYPE_CHECKING:
-    from ..daemon.agent import Agent
+from .readview import BgpCounts, K8sCounts, ReadView
 
 
 class _StateCollector:
-    def __init__(self, agent: "Agent") -> None:
-        self.agent = agent
+    def __init__(self, view: ReadView) -> None:
+        self.view = view
 
     def collect(self):
-        a = self.agent
+        v = self.view
         rib = GaugeMetricFamily("route_agent_rib_routes", "Candidates in the RIB by origin.",
                                 labels=["kind", "origin"])
-        for origin, n in sorted(a.rib.counts.items(), key=lambda kv: str(kv[0])):
+        for origin, n in sorted(v.rib_counts().items(), key=lambda kv: str(kv[0])):
             rib.add_metric([origin.kind.value, origin.name], n)
         yield rib
+        counts = v.fib_counts()
         fib = GaugeMetricFamily("route_agent_fib_routes", "Routes of ours in the kernel by family.",
                                 labels=["family"])
-        fam = _Counter("ipv6" if p.family == 6 else "ipv4" for p in a.fib.actual)
-        for f in ("ipv4", "ipv6"):
-            fib.add_metric([f], fam[f])
+        fib.add_metric(["ipv4"], counts.ipv4)
+        fib.add_metric(["ipv6"], counts.ipv6)
         yield fib
         yield GaugeMetricFamily("route_agent_fib_pending_routes",
                                 "Prefixes whose kernel state still differs from the wanted state.",
-                                value=len(a.fib.pending))
+                                value=counts.pending)
         yield GaugeMetricFamily("route_agent_fib_failed_routes",
                                 "Prefixes whose last netlink write failed (retried).",
-                                value=len(a.fib.failed))
+                                value=counts.failed)
         yield GaugeMetricFamily("route_agent_fib_stale_routes",
                                 "Routes adopted at start whose wanted state is not known yet.",
-                                value=len(a.fib.stale))
+                                value=counts.stale)
         yield GaugeMetricFamily("route_agent_ready", "1 once the initial re-sync is done.",
-                                value=1 if a.ready else 0)
-        if a.bgp is not None:
-            yield from _bgp_metrics(a)
-        if getattr(a, "kube", None) is not None:
-            yield from _k8s_metrics(a)
+                                value=1 if v.ready() else 0)
+        bgp = v.bgp_counts()
+        if bgp is not None:
+            yield from _bgp_metrics(bgp)
+        k8s = v.k8s_counts()
+        if k8s is not None:
+            yield from _k8s_metrics(k8s)
 
 
-def _k8s_metrics(a: "Agent"):
+def _k8s_metrics(k: K8sCounts):
     synced = GaugeMetricFamily("route_agent_k8s_synced", "1 once the resource's first list is done.",
                                labels=["resource"])
     counters = {name: CounterMetricFamily(f"route_agent_k8s_{name}", text, labels=["resource"])
                 for name, text in (("relists", "Relists after 410 Gone."),
                                    ("restarts", "Watch reconnections after an error."),
                                    ("events", "Watch events received."))}
-    for r in a.kube.reflectors:
+    for r in k.reflectors:
         synced.add_metric([r.name], 1 if r.synced else 0)
         for name, fam in counters.items():
-            fam.add_metric([r.name], getattr(r, name, 0))
+            fam.add_metric([r.name], getattr(r, name))
     yield synced
     yield from counters.values()
     yield CounterMetricFamily("route_agent_k8s_status_writes", "Status updates of the node's "
-                              "RouteAgentNodeState.", value=a.kube.status_writes)
+                              "RouteAgentNodeState.", value=k.status_writes)
     yield CounterMetricFamily("route_agent_k8s_write_errors", "Failed status or Event writes.",
-                              value=a.kube.write_errors)
+                              value=k.write_errors)
     yield GaugeMetricFamily("route_agent_config_rejected_objects",
                             "Configuration objects rejected (their last good version runs).",
-                            value=len(a.cluster.problems))
+                            value=k.rejected_objects)
 
 
 def _family(v: int) -> str:
     return "ipv6" if v == 6 else "ipv4"
 
 
-def _bgp_metrics(a: "Agent"):
-    bgp, stage = a.bgp, a.bgp.stage
+def _bgp_metrics(b: BgpCounts):
     up = GaugeMetricFamily("route_agent_bgp_session_up", "1 while the BGP session is established.",
                            labels=["peer"])
     stale = GaugeMetricFamily("route_agent_bgp_stale_routes",
                               "Routes kept from a peer over its (graceful) restart.", labels=["peer"])
-    for addr, s in bgp.source.sessions.items():
-        up.add_metric([addr], 1 if s.state.value == "up" else 0)
-        stale.add_metric([addr], len(s.stale))
+    for addr, (established, n_stale) in b.sessions.items():
+        up.add_metric([addr], 1 if established else 0)
+        stale.add_metric([addr], n_stale)
     yield up
     yield stale
     recv = CounterMetricFamily("route_agent_bgp_prefixes_received", "Prefixes announced by the peer.",
                                labels=["peer", "family"])
-    for (addr, v), n in sorted(stage.received.items()):
+    for (addr, v), n in sorted(b.received.items()):
         recv.add_metric([addr, _family(v)], n)
     yield recv
     acc = CounterMetricFamily("route_agent_bgp_prefixes_accepted", "Prefixes accepted by import policy.",
                               labels=["peer", "family"])
-    for (addr, v), n in sorted(stage.accepted.items()):
+    for (addr, v), n in sorted(b.accepted.items()):
         acc.add_metric([addr, _family(v)], n)
     yield acc
     rej = CounterMetricFamily("route_agent_bgp_prefixes_rejected",
                               "Prefixes rejected (guard, policy, no policy, max-prefix).",
                               labels=["peer", "family", "reason"])
-    for (addr, v, reason), n in sorted(stage.rejected.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2].value)):
-        rej.add_metric([addr, _family(v), reason.value], n)
+    for (addr, v, reason), n in sorted(b.rejected.items()):
+        rej.add_metric([addr, _family(v), reason], n)
     yield rej
     held = GaugeMetricFamily("route_agent_bgp_prefixes_accepted_current",
                              "Prefixes of the peer currently accepted into the RIB.", labels=["peer", "family"])
     installed = GaugeMetricFamily("route_agent_bgp_prefixes_installed",
                                   "Prefixes of the peer that won and are in the kernel (refreshed every 10 s).",
                                   labels=["peer", "family"])
-    counts = a.installed_by_peer()
-    for addr in bgp.peers:
-        h = stage.held(addr)
+    for addr in b.peers:
         for v in (4, 6):
-            held.add_metric([addr, _family(v)], h[v][0])
-            installed.add_metric([addr, _family(v)], counts.get((addr, v), 0))
+            held.add_metric([addr, _family(v)], b.held.get((addr, v), 0))
+            installed.add_metric([addr, _family(v)], b.installed.get((addr, v), 0))
     yield held
     yield installed
-    yield CounterMetricFamily("route_agent_bgp_updates", "UPDATE messages received.", value=bgp.updates)
+    yield CounterMetricFamily("route_agent_bgp_updates", "UPDATE messages received.", value=b.updates)
     adv = GaugeMetricFamily("route_agent_bgp_prefixes_advertised",
                             "Prefixes we advertise to the peer (desired).", labels=["peer", "family"])
     ann = CounterMetricFamily("route_agent_bgp_announces", "Announce commands sent to ExaBGP.", labels=["peer"])
     wd = CounterMetricFamily("route_agent_bgp_withdraws", "Withdraw commands sent to ExaBGP.", labels=["peer"])
-    for addr in bgp.peers:
-        desired = bgp.export.desired.get(addr, {})
-        v6 = sum(1 for p in desired if p.family == 6)
-        adv.add_metric([addr, "ipv4"], len(desired) - v6)
-        adv.add_metric([addr, "ipv6"], v6)
-        ann.add_metric([addr], bgp.export.announces[addr])
-        wd.add_metric([addr], bgp.export.withdraws[addr])
+    for addr in b.peers:
+        adv.add_metric([addr, "ipv4"], b.advertised.get((addr, 4), 0))
+        adv.add_metric([addr, "ipv6"], b.advertised.get((addr, 6), 0))
+        ann.add_metric([addr], b.announces.get(addr, 0))
+        wd.add_metric([addr], b.withdraws.get(addr, 0))
     yield adv
     yield ann
     yield wd
     yield CounterMetricFamily("route_agent_exabgp_restarts", "Times the ExaBGP child was restarted.",
-                              value=bgp.speaker.restarts)
+                              value=b.speaker_restarts)
 
 
 class Metrics:
@@ -160,6 +153,19 @@ class Metrics:
                                       registry=r)
         self.repairs = Counter("route_agent_fib_repairs",
                                "Changes to our routes made by someone else, then repaired.", registry=r)
+        self.reload_errors = Counter("route_agent_config_reload_errors",
+                                     "Reloads that failed with an unexpected error (logged; the last "
+                                     "good configuration keeps running).", registry=r)
+        self.task_restarts = Counter("route_agent_task_restarts",
+                                     "Long-running tasks that ended unexpectedly and were restarted.",
+                                     ["task"], registry=r)
+        self.queue_overflows = Counter("route_agent_event_queue_overflows",
+                                       "Events met a full core queue: kernel deltas coalesced into a "
+                                       "full resync (coalesced), others queued beyond the bound (kept).",
+                                       ["kind", "action"], registry=r)
+        self.api_refused = Counter("route_agent_api_refused_requests",
+                                   "HTTP requests refused before routing (414, 431).", ["code"], registry=r)
 
-    def bind(self, agent: "Agent") -> None:
-        self.registry.register(_StateCollector(agent))
+    def bind(self, view: ReadView) -> None:
+        """Read the state's sizes from `view` at every scrape."""
+        self.registry.register(_StateCollector(view))

@@ -1,33 +1,34 @@
-"""JSON views of the RIB and the FIB, shaped to line up with `ip route show proto route-agent`."""
+"""JSON shapes of the RIB and the FIB, lined up with `ip route show proto route-agent`.
+
+DOC: pure formatting of core and FIB values (a RIB `Decision`, a `FibState`, a candidate) into the
+dicts the HTTP API returns and the CLI prints; no state is read here beyond the arguments. The
+daemon's read view calls these, so the API, `explain` and the node status share one shape.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..daemon.agent import Agent
-
-
-def rib(agent: "Agent") -> list[dict]:
-    out = []
-    for prefix in sorted(agent.rib.prefixes()):
-        d = agent.rib.decide(prefix)
-        out.append({
-            "prefix": str(prefix),
-            "reason": d.reason.value,
-            "installed": prefix in agent.fib.actual and prefix not in agent.fib.pending,
-            "note": d.note,
-            "candidates": [candidate(s.candidate) | {"status": s.status, "detail": s.detail}
-                           for s in d.candidates],
-        })
-    return out
-
-
-def fib(agent: "Agent") -> dict:
-    f = agent.fib
+def rib_row(prefix, decision, installed: bool) -> dict:
+    """One row of `show rib`: the decision for `prefix` and whether its winner is in the kernel."""
     return {
-        "table": agent.settings.table,
-        "protocol": agent.settings.protocol,
+        "prefix": str(prefix),
+        "reason": decision.reason.value,
+        "installed": installed,
+        "note": decision.note,
+        "candidates": decided_candidates(decision),
+    }
+
+
+def decided_candidates(decision) -> list[dict]:
+    """The candidates of a RIB decision, each with its status (winner, loser, unusable ...)."""
+    return [candidate(s.candidate) | {"status": s.status, "detail": s.detail} for s in decision.candidates]
+
+
+def fib(settings, f) -> dict:
+    """The FIB state `f` (a `FibState`) in table/protocol `settings`."""
+    return {
+        "table": settings.table,
+        "protocol": settings.protocol,
         "gate_open": f.gate_open,
         "routes": [{"prefix": str(p), "route": str(r), "stale": p in f.stale}
                    for p, r in sorted(f.actual.items())],
@@ -36,13 +37,6 @@ def fib(agent: "Agent") -> dict:
         "failed": [{"prefix": str(p), "op": e.op.kind.value, "error": e.message}
                    for p, e in sorted(f.failed.items())],
     }
-
-
-def peers(agent: "Agent") -> list[dict]:
-    if agent.bgp is None:
-        return []
-    installed = agent.installed_by_peer()
-    return agent.bgp.peer_views(lambda addr: {4: installed.get((addr, 4), 0), 6: installed.get((addr, 6), 0)})
 
 
 def candidate(c) -> dict:

@@ -1,49 +1,74 @@
-"""The node's status for its `RouteAgentNodeState` object: pure, from the agent's views.
+"""The node's status for its `RouteAgentNodeState` object, and the publisher that writes it.
 
-DOC: `node_status(agent)` summarises what an operator asks first: is the agent ready, which
-sessions are up, and per peer and family how many prefixes were received, accepted, rejected and
-installed and how many we advertise, plus the configuration problems that are not running. The
-dict is compared with the last one written, so the agent writes only changes (at most every
-``STATUS_SECONDS``); the timestamp ``updated`` is added by the caller after that comparison.
+DOC: `node_status(view)` summarises, from the agent's `ReadView`, what an operator asks first: is
+the agent ready, which sessions are up, and per peer and family how many prefixes were received,
+accepted, rejected and installed and how many we advertise, plus the configuration problems that
+are not running. `StatusPublisher` (cluster mode) compares the dict with the last one written and
+writes only changes: every STATUS_SECONDS (a ``status`` event), and `soon` after a session or
+configuration problem changed, but never twice within STATUS_MIN_SECONDS (the periodic write
+catches up). The timestamp ``updated`` is added after that comparison.
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from collections import Counter
 
-from ..api import views
+from ..api.readview import ReadView
 
 MAX_ERRORS = 20
+STATUS_SECONDS = 10.0
+STATUS_MIN_SECONDS = 2.0
 
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def node_status(agent) -> dict:
+def node_status(view: ReadView) -> dict:
     peers = []
     advertised = Counter()
-    if agent.bgp is not None:
-        desired = agent.bgp.export.desired
-        for row in views.peers(agent):
+    bgp = view.bgp_counts()
+    if bgp is not None:
+        for row in view.peers():
             fams = {}
             for fam, c in row["families"].items():
                 v = 6 if fam.startswith("ipv6") else 4
-                out = sum(1 for p in desired.get(row["address"], {}) if p.family == v)
+                out = bgp.advertised.get((row["address"], v), 0)
                 advertised[f"ipv{v}"] += out
                 fams[fam] = {k: c[k] for k in ("received", "accepted", "rejected", "installed")} | {
                     "advertised": out}
             peers.append({"name": row["name"], "address": row["address"], "state": row["state"],
                           "reason": row["reason"] or "", "families": fams})
-    errors = [line for line in agent.last_error.splitlines() if line][:MAX_ERRORS]
+    errors = [line for line in view.config_problems() if line][:MAX_ERRORS]
+    fib = view.fib_counts()
     return {
-        "ready": agent.ready,
+        "ready": view.ready(),
         "peersUp": sum(1 for p in peers if p["state"] == "up"),
         "peersTotal": len(peers),
         "peers": peers,
-        "installed": len(agent.fib.actual),
+        "installed": fib.ipv4 + fib.ipv6,
         "advertised": dict(advertised),
         "advertisedTotal": sum(advertised.values()),
         "configErrors": errors,
     }
+
+
+class StatusPublisher:
+    """Writes `node_status` through `write(status)` (the KubeSource's `publish_status`)."""
+
+    def __init__(self, view: ReadView, write) -> None:
+        self.view = view
+        self.write = write
+        self._sent: dict | None = None
+        self._at = -STATUS_MIN_SECONDS
+
+    def publish(self, reason: str | None = None) -> None:
+        now = time.monotonic()
+        if reason == "soon" and now - self._at < STATUS_MIN_SECONDS:
+            return
+        status = node_status(self.view)
+        if status != self._sent:
+            self._sent, self._at = status, now
+            self.write(status | {"updated": utc_now()})

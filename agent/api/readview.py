@@ -1,0 +1,100 @@
+"""What the HTTP API, the metrics and the node status may read of a running agent: `ReadView`.
+
+DOC: the API layer never sees the daemon's objects. The daemon hands `serve()` and
+`Metrics.bind()` an object implementing this narrow, read-only protocol; every method returns
+plain data (JSON-ready dicts or the small frozen counters below), computed between two steps of
+the agent's core task (the API runs on the same event loop), so no caller can change routing state
+or observe it half-updated. GoBGP's rule, carried over: the API reads state through server
+methods, never by reaching into tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..core.model import Origin, Prefix
+
+
+@dataclass(frozen=True, slots=True)
+class FibCounts:
+    """Sizes of the FIB state: our routes in the kernel by family, and the ones not as wanted."""
+    ipv4: int
+    ipv6: int
+    pending: int
+    failed: int
+    stale: int
+
+
+@dataclass(frozen=True, slots=True)
+class BgpCounts:
+    """Per-peer BGP counters for the metrics; keys are peer addresses, families 4 or 6."""
+    peers: tuple[str, ...]                       # configured peers, in configuration order
+    sessions: Mapping[str, tuple[bool, int]]     # address -> (established, stale routes)
+    received: Mapping[tuple[str, int], int]
+    accepted: Mapping[tuple[str, int], int]
+    rejected: Mapping[tuple[str, int, str], int]  # (address, family, reason) -> prefixes
+    held: Mapping[tuple[str, int], int]          # currently accepted into the RIB
+    installed: Mapping[tuple[str, int], int]     # winners in the kernel
+    advertised: Mapping[tuple[str, int], int]    # desired advertisements
+    announces: Mapping[str, int]
+    withdraws: Mapping[str, int]
+    updates: int
+    speaker_restarts: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectorCounts:
+    name: str
+    synced: bool
+    relists: int
+    restarts: int
+    events: int
+
+
+@dataclass(frozen=True, slots=True)
+class K8sCounts:
+    reflectors: tuple[ReflectorCounts, ...]
+    status_writes: int
+    write_errors: int
+    rejected_objects: int
+
+
+class ReadView(Protocol):
+    """The agent as the API, the metrics and the status see it (read-only, plain data)."""
+
+    def ready(self) -> bool:
+        """True once the initial re-sync is done (/readyz)."""
+
+    def rib_prefixes(self) -> list[Prefix]:
+        """A copy of the RIB's prefixes, in no particular order (cheap: no decision is made)."""
+
+    def rib_rows(self, prefixes: Iterable[Prefix]) -> list[dict]:
+        """The rows of `show rib` for those of `prefixes` still in the RIB, in the given order."""
+
+    def fib(self) -> dict:
+        """The FIB view: table, protocol, gate, our routes, pending and failed writes."""
+
+    def peers(self) -> list[dict]:
+        """One row per configured BGP peer (empty without BGP)."""
+
+    def adverts(self, peer: str | None) -> list[dict]:
+        """What we advertise, to every peer or to one (address or BgpPeer name)."""
+
+    def explain(self, prefix: Prefix) -> dict:
+        """Why `prefix` is (not) installed: candidates, decision, kernel state, BGP verdicts."""
+
+    def config_problems(self) -> list[str]:
+        """The configuration problems that are not running (empty when all is accepted)."""
+
+    def rib_counts(self) -> Mapping[Origin, int]:
+        """Candidates in the RIB by origin."""
+
+    def fib_counts(self) -> FibCounts: ...
+
+    def bgp_counts(self) -> BgpCounts | None:
+        """None without BGP peers."""
+
+    def k8s_counts(self) -> K8sCounts | None:
+        """None in standalone mode."""

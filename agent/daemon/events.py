@@ -1,0 +1,101 @@
+"""The core task's input: `Event` and the bounded `EventQueue` every producer puts on.
+
+DOC: producers (the kernel route monitor, the ExaBGP event pump, the Kubernetes reflectors, the
+config watcher, SIGHUP, timers, the FIB writer's completions) only `put()` events; the core task
+alone takes them. The queue is bounded (`MAX_EVENTS`), and what happens at the bound depends on
+what the event is:
+
+* kernel deltas (``kernel``, ``main-table``: batches read from the route monitor) are not queued;
+  instead one full resync (``scan``, reason ``queue-full``) is queued, once until it has been
+  taken. A full scan re-reads the kernel, so the dropped deltas are recovered, coalesced;
+* derived and periodic work that is idempotent (``scan``, ``status``, ``retry``) is not queued
+  twice: one waiting event of that kind does the same;
+* everything else is never dropped: configuration, BGP session and UPDATE events, End-of-RIB
+  timers, Kubernetes batches, FIB write completions and the gate timer are queued beyond the bound.
+  Their producers are bounded by other means (one config per reload, one completion per batch in
+  flight, the speaker's and the reflectors' own pacing).
+
+Every event met at the bound is counted in ``route_agent_event_queue_overflows_total{kind,action}``
+(``action`` ``coalesced`` or ``kept``), and one warning is logged per overflow episode (the next one
+once the queue has drained below half).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("route_agent")
+
+MAX_EVENTS = 10_000
+DELTAS = frozenset({"kernel", "main-table"})
+IDEMPOTENT = frozenset({"scan", "status", "retry"})
+RESYNC = ("scan", "queue-full")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    # kernel | main-table | config | scan | bgp | bgp-stale | flushed | k8s | status | gate-timeout | retry
+    kind: str
+    data: Any = None
+
+
+class EventQueue:
+    """A FIFO of `Event`s with the overflow policy above; `counter` is labelled (kind, action)."""
+
+    def __init__(self, maxsize: int = MAX_EVENTS, counter=None) -> None:
+        self.maxsize = maxsize
+        self.counter = counter
+        self._q: asyncio.Queue[Event] = asyncio.Queue()  # the bound is enforced in put()
+        self._kinds: Counter[str] = Counter()
+        self._resync_queued = False
+        self._overflowing = False
+
+    def put(self, ev: Event) -> None:
+        if self._q.qsize() >= self.maxsize:
+            if not self._overflowing:
+                self._overflowing = True
+                log.warning("core event queue full (%d events): kernel deltas become one full "
+                            "resync until it drains", self.maxsize)
+            if ev.kind in DELTAS:
+                self._count(ev.kind, "coalesced")
+                if not self._resync_queued:
+                    self._resync_queued = True
+                    self._add(Event(*RESYNC))
+                return
+            if ev.kind in IDEMPOTENT and self._kinds[ev.kind]:
+                self._count(ev.kind, "coalesced")
+                return
+            self._count(ev.kind, "kept")
+        self._add(ev)
+
+    def _add(self, ev: Event) -> None:
+        self._q.put_nowait(ev)
+        self._kinds[ev.kind] += 1
+
+    def _count(self, kind: str, action: str) -> None:
+        if self.counter is not None:
+            self.counter.labels(kind, action).inc()
+
+    def _taken(self, ev: Event) -> Event:
+        self._kinds[ev.kind] -= 1
+        if ev.kind == RESYNC[0] and ev.data == RESYNC[1]:
+            self._resync_queued = False
+        if self._overflowing and self._q.qsize() < self.maxsize // 2:
+            self._overflowing = False
+        return ev
+
+    async def get(self) -> Event:
+        return self._taken(await self._q.get())
+
+    def get_nowait(self) -> Event:
+        return self._taken(self._q.get_nowait())
+
+    def empty(self) -> bool:
+        return self._q.empty()
+
+    def qsize(self) -> int:
+        return self._q.qsize()

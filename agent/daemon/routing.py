@@ -1,0 +1,270 @@
+"""The routing state and the handlers that change it: sources, RIB, FIB state, sync gate, BGP.
+
+DOC: `Routing` owns every piece of mutable routing state (the RIB, the FIB reconciler's state, the
+kernel/connected/static sources, the restart sync gate, the BGP runtime) and is only ever called
+from the core task (`core.Core` dispatches events to its handlers), so it needs no locks. What a
+handler cannot do at once it puts back on the queue as an event (a full scan, a timer).
+
+Start-up order matters for a hitless restart (`start_kernel`): open the monitor socket first (so
+nothing is missed), dump the links and the table, adopt our routes as stale without touching
+them, feed the foreign routes to the RIB; the gate opens when every source is in sync (or the
+stale timer fires) and only then may adopted routes be replaced or deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from ..config import resolve as cfgmod
+from ..core.bgp import PeerState, PeerStatus
+from ..core.gate import SyncGate
+from ..core.rib import Rib
+from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
+from ..fib.reconciler import FibState
+from ..fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Overrun, RouteEvent
+from ..k8s.cluster import ClusterState
+from ..sources.addresses import node_addresses
+from ..sources.kernel import ConnectedTable, KernelSource
+from ..sources.static import StaticSource
+from .bgp import BgpRuntime
+from .events import Event, EventQueue
+
+log = logging.getLogger("route_agent")
+
+
+def _no_notice(reason: str, message: str, warning: bool = False) -> None:
+    pass
+
+
+class Routing:
+    """The routing state of one agent; `imp` is the keyword-named import package."""
+
+    def __init__(self, config, *, imp, queue: EventQueue, metrics, state_dir: str,
+                 cluster: ClusterState | None = None,
+                 spawn: Callable[[object, str], None] | None = None) -> None:
+        self.imp = imp
+        self.queue = queue
+        self.metrics = metrics
+        self.state_dir = state_dir
+        self.cluster = cluster
+        self.spawn = spawn or (lambda coro, name: asyncio.get_running_loop().create_task(coro, name=name))
+        self.notice: Callable[..., None] = _no_notice  # Kubernetes Events, in cluster mode
+        self.reset(config)
+
+    def reset(self, config) -> None:
+        """The routing state for `config` (again in cluster mode, once the CRDs are listed:
+        the FIB table and protocol must be right before the kernel is read)."""
+        self.config = self._bgp_config = config
+        self.settings: FibSettings = cfgmod.fib_settings(config)
+        self.rib = Rib(max_paths=config.agent.max_paths, default_metric=self.settings.metric)
+        self.fib = FibState(self.settings)
+        self.kernel = KernelSource(cfgmod.distances(config))
+        self.connected = ConnectedTable()
+        self.static = StaticSource()
+        self.gate = SyncGate({"kernel", "config"} | ({"kubernetes"} if self.cluster is not None else set()))
+        self.bgp: BgpRuntime | None = None
+        self._guard_inputs = self._guard_addrs = None
+        if config.peers:
+            self._make_bgp(config)
+
+    # ---------------------------------------------------------------- start-up
+    def start_kernel(self) -> None:
+        self.links = LinkIndex()
+        self.netlink = NetlinkFib(self.settings, self.links)
+        self.monitor = RouteMonitor(self.settings, self.links)  # before the dump: miss nothing
+        self.main_netlink = self.main_monitor = None
+        if self.settings.table != RT_TABLE_MAIN:  # interface subnets live in main: resolve there
+            main = FibSettings(RT_TABLE_MAIN, self.settings.protocol, self.settings.metric)
+            self.main_netlink = NetlinkFib(main, self.links)
+            self.main_monitor = RouteMonitor(main, self.links)
+        self._sync_links()
+        dump = self._dump()
+        self.fib.adopt(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
+        log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
+                 self.settings.protocol, self.settings.table)
+        self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
+        self.source_synced("kernel")
+
+    def _dump(self):
+        """Dump our table; with a table other than main, refresh main's connected routes too."""
+        if self.main_netlink is not None:
+            self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump().foreign)))
+        return self.netlink.dump()
+
+    def _make_bgp(self, config) -> None:
+        self.bgp = BgpRuntime(self.imp, config, cfgmod.distances(config), self.node_addresses(),
+                              runtime_dir=os.path.join(self.state_dir, "speaker"))
+        for name in self.bgp.gate_names():
+            self.gate.add(name)
+        if self.cluster is not None:
+            self._guard_inputs = self.cluster.guard_inputs(config)
+            self.rib.apply(self.bgp.set_cluster_guard(config, *self._guard_inputs))  # nothing learned yet
+
+    async def start_bgp(self) -> None:
+        await self.bgp.start(lambda ev: self.queue.put(Event("bgp", ev)))
+
+    def _sync_links(self) -> None:
+        """Dump the links: the netlink codec needs their indexes, the resolver their state."""
+        links = self.netlink.links_dump()
+        gone = {l.name for l in self.links.links()} - {l.name for l in links}
+        self.links.load(links)
+        for name in gone:
+            self._apply_rib(self.rib.set_link(name, None))
+        for link in links:
+            self._apply_rib(self.rib.set_link(link.name, link.up))
+
+    def load_config(self, config) -> None:
+        new_settings = cfgmod.fib_settings(config)
+        if (new_settings.table, new_settings.protocol) != (self.settings.table, self.settings.protocol):
+            log.warning("spec.fib.table/protocol changed: takes effect at the next restart")
+        elif new_settings.metric != self.settings.metric:
+            self.settings = self.fib.settings = new_settings
+            self._apply_rib(self.rib.set_default_metric(new_settings.metric))
+        self.config = config
+        if self.rib.max_paths != config.agent.max_paths:
+            self.rib.max_paths = config.agent.max_paths
+            self._want_all()
+        self._apply_rib(self.rib.apply(self.kernel.set_distances(cfgmod.distances(config))))
+        self._apply_rib(self.rib.apply(self.static.load(cfgmod.static_candidates(config))))
+        if self.bgp is not None and config is not self._bgp_config:
+            self._bgp_output(self.bgp.reconfigure(config, cfgmod.distances(config)))
+        elif self.bgp is None and config.peers:  # the first peer arrived with a reload
+            self._make_bgp(config)
+            self.spawn(self.start_bgp(), "bgp-start")
+        self._bgp_config = config
+
+    def _want_all(self) -> None:
+        self.fib.want({p: self.rib.desired(p) for p in self.rib.prefixes()})
+        self.fib.want({p: self.rib.desired(p) for p in list(self.fib.actual) if p not in self.rib})
+
+    def _apply_rib(self, changes) -> None:
+        if changes:
+            self.fib.want(changes)
+
+    def source_synced(self, name: str) -> None:
+        if self.gate.done(name):
+            self._open_gate()
+
+    def _open_gate(self) -> None:
+        swept = self.fib.open_gate()
+        self.metrics.stale_swept.inc(swept)
+        log.info("sync gate open (%s): %d stale routes to delete", self.gate.opened_by, swept)
+
+    def gate_timeout(self, _data=None) -> None:
+        if self.gate.expire():
+            self._open_gate()
+
+    # ---------------------------------------------------------------- kernel events
+    def on_monitor(self, monitor: RouteMonitor, kind: str = "kernel") -> None:
+        """The monitor socket is readable (called by the loop, outside the core task)."""
+        try:
+            events = monitor.read()
+        except OSError as exc:  # never let the reader die: resync instead
+            log.warning("route monitor read failed: %s; full resync", exc)
+            events = [Overrun()]
+        if events:
+            self.queue.put(Event(kind, events))
+
+    def handle_main_table(self, events) -> None:
+        changes = []
+        for ev in events:
+            if isinstance(ev, Overrun):
+                self.queue.put(Event("scan", "overrun"))
+            elif isinstance(ev, RouteEvent) and ev.foreign is not None:
+                changes += self.connected.seen(ev.foreign, ev.deleted)
+        self._apply_rib(self.rib.set_connected(changes))
+
+    def handle_kernel(self, events) -> None:
+        updates = []
+        for ev in events:
+            if isinstance(ev, Overrun):
+                self.queue.put(Event("scan", "overrun"))
+            elif isinstance(ev, LinkEvent):
+                self._apply_rib(self.rib.set_link(ev.link.name, None if ev.deleted else ev.link.up))
+                if ev.deleted or not ev.link.up:
+                    # IPv4 routes through a downed link vanish without notification
+                    self.queue.put(Event("scan", "link-down"))
+            elif isinstance(ev, RouteEvent):
+                if ev.foreign is not None:
+                    updates += self.kernel.seen(ev.foreign, ev.deleted)
+                    if ev.deleted and ev.foreign.connected:
+                        # an address went away: the kernel drops routes through it silently
+                        self.queue.put(Event("scan", "connected-route-deleted"))
+                else:
+                    self._our_route_event(ev)
+        if updates:
+            self._apply_rib(self.rib.apply(updates))
+
+    def _our_route_event(self, ev: RouteEvent) -> None:
+        cur = self.fib.actual.get(ev.prefix)
+        if ev.deleted:
+            if cur != ev.route:
+                return  # an older route of ours (e.g. the previous metric) went away
+            self.fib.kernel_changed(ev.prefix, None)
+        else:
+            if cur == ev.route:
+                return  # the echo of our own write
+            self.fib.kernel_changed(ev.prefix, ev.route)
+        if ev.prefix in self.fib.pending:
+            self.metrics.repairs.inc()
+            log.warning("route %s of ours changed outside route-agent: repairing", ev.prefix)
+
+    def full_scan(self, reason: str) -> None:
+        self.metrics.resyncs.labels(reason).inc()
+        if self.bgp is not None:
+            self.bgp.set_node_addresses(self.node_addresses())
+        self._sync_links()
+        dump = self._dump()
+        self.fib.resync(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
+        self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
+
+    # ---------------------------------------------------------------- BGP
+    def handle_bgp(self, ev) -> None:
+        self._bgp_output(self.bgp.handle(ev, time.monotonic()))
+        if isinstance(ev, PeerState) and ev.state in (PeerStatus.UP, PeerStatus.DOWN):
+            up = ev.state is PeerStatus.UP
+            self.notice("BgpSessionUp" if up else "BgpSessionDown",
+                        f"BGP session with {ev.peer} {ev.state.value}"
+                        + (f": {ev.reason}" if ev.reason else ""), warning=not up)
+
+    def handle_bgp_stale(self, peer) -> None:
+        self._bgp_output(self.bgp.source.stale_timer(peer, time.monotonic()))
+
+    def _bgp_output(self, out) -> None:
+        if out.updates:
+            self._apply_rib(self.rib.apply(out.updates))
+        for line in out.logs:
+            log.warning("%s", line)
+            if "max-prefix" in line:
+                self.notice("MaxPrefixExceeded", line, warning=True)
+        loop = asyncio.get_running_loop()
+        for seconds, peer in out.timers:
+            loop.call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
+        for peer in out.synced:
+            log.info("peer %s: End-of-RIB for every family: in sync", peer)
+            self.source_synced(f"bgp/{peer}")
+
+    # ---------------------------------------------------------------- cluster inputs
+    def cluster_guard(self) -> None:
+        """The cluster's share of the import guard (pod CIDRs, VIPs, node addresses) changed?"""
+        if self.bgp is None:
+            return
+        inputs = self.cluster.guard_inputs(self.config)
+        if inputs is not self._guard_inputs:
+            self._guard_inputs = inputs
+            self._apply_rib(self.rib.apply(self.bgp.set_cluster_guard(self.config, *inputs)))
+        node_ips = self.cluster.node_addresses()
+        if node_ips != self._guard_addrs:  # the interfaces' share is refreshed by the full scan
+            self._guard_addrs = node_ips
+            self.bgp.set_node_addresses(self.node_addresses())
+
+    def node_addresses(self) -> list[str]:
+        """Interface addresses, and in cluster mode the Node's addresses (host routes)."""
+        addrs = node_addresses()
+        if self.cluster is not None:
+            addrs = sorted(set(addrs) | set(self.cluster.node_addresses()))
+        return addrs

@@ -1,0 +1,122 @@
+"""`AgentView`: the daemon's implementation of the API's `ReadView` (read-only, plain data).
+
+DOC: everything the HTTP API, the metrics collector and the node status read of a running agent
+goes through here, so they never reach into the routing state. It reads the state owned by the
+core task between two of its steps (the API runs on the same event loop). Installed prefixes per
+peer need a walk over the RIB, so they are cached for INSTALLED_CACHE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from ..api import views
+from ..api.readview import BgpCounts, FibCounts, K8sCounts, ReflectorCounts
+from ..core.model import Origin, Prefix
+from . import explain as explain_mod
+
+INSTALLED_CACHE_SECONDS = 10.0
+
+
+class AgentView:
+    """Reads `routing` (state), `writer` (readiness), `problems` (config errors) and `kube`."""
+
+    def __init__(self, routing, writer, problems, kube=None) -> None:
+        self.routing = routing
+        self.writer = writer
+        self._problems = problems  # () -> str: the last configuration error text
+        self.kube = kube  # KubeSync in cluster mode
+        self._installed: tuple[float, Mapping] = (-INSTALLED_CACHE_SECONDS, {})
+
+    def ready(self) -> bool:
+        return self.writer.ready
+
+    def rib_prefixes(self) -> list[Prefix]:
+        return list(self.routing.rib.prefixes())
+
+    def rib_rows(self, prefixes: Iterable[Prefix]) -> list[dict]:
+        rib, fib = self.routing.rib, self.routing.fib
+        return [views.rib_row(p, rib.decide(p), p in fib.actual and p not in fib.pending)
+                for p in prefixes if p in rib]
+
+    def fib(self) -> dict:
+        return views.fib(self.routing.settings, self.routing.fib)
+
+    def peers(self) -> list[dict]:
+        bgp = self.routing.bgp
+        if bgp is None:
+            return []
+        installed = self.installed_by_peer()
+        return bgp.peer_views(lambda addr: {4: installed.get((addr, 4), 0), 6: installed.get((addr, 6), 0)})
+
+    def adverts(self, peer: str | None) -> list[dict]:
+        bgp = self.routing.bgp
+        return bgp.advert_views(peer) if bgp is not None else []
+
+    def explain(self, prefix: Prefix) -> dict:
+        return explain_mod.explain(self.routing, prefix)
+
+    def config_problems(self) -> list[str]:
+        return self._problems().splitlines()
+
+    def rib_counts(self) -> Mapping[Origin, int]:
+        return dict(self.routing.rib.counts)
+
+    def fib_counts(self) -> FibCounts:
+        f = self.routing.fib
+        v6 = sum(1 for p in f.actual if p.family == 6)
+        return FibCounts(len(f.actual) - v6, v6, len(f.pending), len(f.failed), len(f.stale))
+
+    def installed_by_peer(self) -> Mapping[tuple[str, int], int]:
+        """Installed prefixes per (peer address, family), from the RIB winners (cached)."""
+        at, counts = self._installed
+        if time.monotonic() - at < INSTALLED_CACHE_SECONDS:
+            return counts
+        rib, fib = self.routing.rib, self.routing.fib
+        counts = Counter()
+        for prefix in rib.prefixes():
+            if prefix not in fib.actual or prefix in fib.pending:
+                continue
+            if not any(c.bgp is not None for c in rib.candidates(prefix)):
+                continue
+            for w in rib.selection(prefix).winners:
+                if w.bgp is not None:
+                    counts[(w.origin.name, prefix.family)] += 1
+        self._installed = (time.monotonic(), counts)
+        return counts
+
+    def bgp_counts(self) -> BgpCounts | None:
+        bgp = self.routing.bgp
+        if bgp is None:
+            return None
+        stage, export = bgp.stage, bgp.export
+        held, advertised = {}, {}
+        for addr in bgp.peers:
+            h = stage.held(addr)
+            desired = export.desired.get(addr, {})
+            v6 = sum(1 for p in desired if p.family == 6)
+            for v in (4, 6):
+                held[(addr, v)] = h[v][0]
+            advertised[(addr, 4)], advertised[(addr, 6)] = len(desired) - v6, v6
+        return BgpCounts(
+            peers=tuple(bgp.peers),
+            sessions={addr: (s.state.value == "up", len(s.stale)) for addr, s in bgp.source.sessions.items()},
+            received=dict(stage.received), accepted=dict(stage.accepted),
+            rejected={(a, v, r.value): n for (a, v, r), n in stage.rejected.items()},
+            held=held, installed=self.installed_by_peer(), advertised=advertised,
+            announces={a: export.announces[a] for a in bgp.peers},
+            withdraws={a: export.withdraws[a] for a in bgp.peers},
+            updates=bgp.updates, speaker_restarts=bgp.speaker.restarts)
+
+    def k8s_counts(self) -> K8sCounts | None:
+        kube = self.kube.kube if self.kube is not None else None
+        if kube is None:
+            return None
+        return K8sCounts(
+            reflectors=tuple(ReflectorCounts(r.name, bool(r.synced), getattr(r, "relists", 0),
+                                             getattr(r, "restarts", 0), getattr(r, "events", 0))
+                             for r in kube.reflectors),
+            status_writes=kube.status_writes, write_errors=kube.write_errors,
+            rejected_objects=len(self.kube.cluster.problems))

@@ -1,0 +1,117 @@
+"""The FIB writer: hands planned route ops to a worker thread, takes the results back, retries.
+
+DOC: netlink writes are blocking system calls, so they run in one worker thread ("fib-writer").
+`flush()` (called by the core task after each pass over the queue) plans the ops and hands them
+over; at most one batch is in flight, and the core task keeps taking events meanwhile. The
+result comes back as a ``flushed`` event, so the FIB state is only ever touched by the core task.
+Failed ops are retried with backoff (RETRY_MIN doubling to RETRY_MAX) through a ``retry`` event;
+an EEXIST on add (a route we did not know about) or a failed batch asks for a full scan.
+
+Readiness lives here too: the agent is ready once the sync gate is open and the first write after
+it completed (or there was nothing to write).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import logging
+import time
+from collections import Counter
+
+from ..fib.types import Op, OpError, OpKind
+from .events import Event, EventQueue
+
+log = logging.getLogger("route_agent")
+
+RETRY_MIN, RETRY_MAX = 0.5, 30.0
+
+
+class FibWriter:
+    def __init__(self, routing, queue: EventQueue, metrics) -> None:
+        self.routing = routing
+        self.queue = queue
+        self.metrics = metrics
+        self.ready = False
+        self.started = time.monotonic()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fib-writer")
+        self._retry_delay = RETRY_MIN
+        self._retry_handle: asyncio.TimerHandle | None = None
+        self._flushing = False
+        self._flush_after_gate = False
+        self._synced_once = False
+
+    def flush(self, retry_failed: bool = False) -> None:
+        """Hand the planned ops to the writer thread; at most one batch is in flight. The core
+        task keeps taking events meanwhile; the result comes back as a "flushed" event."""
+        if self._flushing:
+            return
+        r = self.routing
+        ops = r.fib.plan(retry_failed)
+        if not ops:
+            self._check_ready()
+            return
+        log.debug("writing %d route ops (gate %s)", len(ops), "open" if r.gate.open else "closed")
+        self._flushing = True
+        self._flush_after_gate = r.gate.open
+        t0 = time.perf_counter()
+        future = asyncio.get_running_loop().run_in_executor(self._executor, r.netlink.apply, ops)
+        future.add_done_callback(lambda f: self.queue.put(Event("flushed", (ops, f, t0))))
+
+    def flushed(self, data) -> None:
+        ops, future, t0 = data
+        self._flushing = False
+        try:
+            errors = future.result()
+        except Exception as exc:  # the batch's fate is unknown: mark it failed, rescan, retry
+            log.error("netlink write failed: %s; full resync", exc)
+            errors = [OpError(op, errno.EIO, str(exc)) for op in ops]
+            self.queue.put(Event("scan", "write-failed"))
+        self.routing.fib.done(ops, errors)
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
+        for kind, n in Counter(op.kind for op in ops).items():
+            self.metrics.netlink_ops.labels(kind.value).inc(n)
+        for e in errors[:20]:
+            log.warning("netlink %s %s %s failed: %s", e.op.kind.value, e.op.prefix, e.op.route, e.message)
+        for e in errors:
+            self.metrics.netlink_errors.labels(e.op.kind.value, errno.errorcode.get(e.errno, str(e.errno))).inc()
+        if any(e.errno == errno.EEXIST and e.op.kind == OpKind.ADD for e in errors):
+            self.queue.put(Event("scan", "conflict"))  # a route we did not know about
+        if errors or self.routing.fib.retry_waiting:  # a retry that met a batch in flight was lost
+            self._schedule_retry()
+        else:
+            self._retry_delay = RETRY_MIN
+        if self._flush_after_gate:
+            self._synced_once = True
+
+    def _schedule_retry(self) -> None:
+        if self._retry_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._retry_handle = None
+            self.queue.put(Event("retry"))
+
+        self._retry_handle = loop.call_later(self._retry_delay, fire)
+        self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
+
+    def _check_ready(self) -> None:
+        """Ready once the gate is open and the first write after it has completed (or there was
+        nothing to write): the initial re-sync is done, whatever single routes failed."""
+        if not self.ready and self.routing.gate.open and (self._synced_once or not self._flushing):
+            self.ready = True
+            log.info("ready: initial re-sync done in %.3fs", time.monotonic() - self.started)
+
+    def close(self) -> None:
+        """Wait for a batch in flight to complete, then stop the thread."""
+        self._executor.shutdown(wait=True)
+
+    def flush_all(self) -> None:
+        """--flush-on-exit: delete every route of ours, from a fresh dump (a batch may have
+        completed unrecorded)."""
+        netlink = self.routing.netlink
+        ops = [Op(OpKind.DELETE, p, r) for p, r in netlink.dump().ours.items()]
+        errors = netlink.apply(ops)
+        log.info("flush-on-exit: deleted %d routes (%d errors)", len(ops) - len(errors), len(errors))

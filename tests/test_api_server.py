@@ -1,0 +1,148 @@
+"""The local HTTP API: over-long requests are refused politely, `/api/rib` is paginated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from agent.api import server as srv
+from agent.api.metrics import Metrics
+from agent.core.model import Prefix
+
+
+class FakeView:
+    def __init__(self, prefixes):
+        self.prefixes = [Prefix.parse(p) for p in prefixes]
+        self.calls = 0
+
+    def ready(self):
+        return True
+
+    def rib_prefixes(self):
+        return list(self.prefixes)
+
+    def rib_rows(self, prefixes):
+        self.calls += 1
+        return [{"prefix": str(p), "reason": "only", "installed": True, "note": None, "candidates": []}
+                for p in prefixes if p in self.prefixes]
+
+
+PREFIXES = [f"10.0.{i}.0/24" for i in range(7)] + ["2001:db8::/32", "10.0.0.0/16", "192.0.2.0/24"]
+
+
+async def start(view, metrics=None):
+    metrics = metrics or Metrics()
+    server = await srv.serve(view, metrics, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], metrics
+
+
+async def raw(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    return answer
+
+
+async def get(port: int, path: str) -> tuple[int, bytes]:
+    answer = await raw(port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_a_request_line_over_64k_gets_414_and_one_log_line(caplog):
+    server, port, metrics = await start(FakeView(PREFIXES))
+    caplog.set_level(logging.DEBUG, logger="route_agent.api")
+    try:
+        for _ in range(3):
+            answer = await raw(port, b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n")
+            assert answer.startswith(b"HTTP/1.1 414 URI Too Long\r\n")
+        assert (await get(port, "/healthz"))[0] == 200  # and the server is fine
+    finally:
+        server.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    refused = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 1  # rate-limited: once, not per request
+    assert metrics.registry.get_sample_value("route_agent_api_refused_requests_total", {"code": "414"}) == 3
+
+
+async def test_an_over_long_header_gets_431():
+    server, port, _ = await start(FakeView(PREFIXES))
+    try:
+        answer = await raw(port, b"GET /healthz HTTP/1.1\r\nX-Big: " + b"b" * 70_000 + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 431 ")
+        many = b"".join(b"X-%d: y\r\n" % i for i in range(500))
+        answer = await raw(port, b"GET /healthz HTTP/1.1\r\n" + many + b"\r\n")
+        assert answer.startswith(b"HTTP/1.1 431 ")
+    finally:
+        server.close()
+
+
+async def test_rib_is_paginated_in_prefix_order_with_a_cursor():
+    server, port, _ = await start(FakeView(PREFIXES))
+    try:
+        seen, after, pages = [], "", 0
+        while True:
+            status, body = await get(port, f"/api/rib?limit=3{'&after=' + after if after else ''}")
+            assert status == 200
+            page = json.loads(body)
+            assert len(page["routes"]) <= 3
+            seen += [r["prefix"] for r in page["routes"]]
+            pages += 1
+            if page["next"] is None:
+                break
+            after = page["next"]
+        assert seen == [str(p) for p in sorted(Prefix.parse(p) for p in PREFIXES)]
+        assert pages == 4
+        status, body = await get(port, "/api/rib")  # default page: everything here
+        assert status == 200 and len(json.loads(body)["routes"]) == len(PREFIXES)
+        assert json.loads(body)["next"] is None
+        for bad in ("limit=0", f"limit={srv.RIB_PAGE_MAX + 1}", "limit=x", "after=10.0.0.1/24"):
+            assert (await get(port, f"/api/rib?{bad}"))[0] == 400
+    finally:
+        server.close()
+
+
+async def test_a_rib_page_is_bounded_work_between_yields_to_the_loop(monkeypatch):
+    """Picking a page of a big RIB yields to the loop between chunks, and only the page's rows
+    are decided."""
+    monkeypatch.setattr(srv, "SCAN_CHUNK", 10)
+    view = FakeView([f"10.{i // 256}.{i % 256}.0/24" for i in range(200)])
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    t = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    page = await srv.rib_page(view, Prefix.parse("10.0.99.0/24"), 5)
+    t.cancel()
+    assert [r["prefix"] for r in page["routes"]] == [f"10.0.{i}.0/24" for i in range(100, 105)]
+    assert page["next"] == "10.0.104.0/24"
+    assert ticks - before >= 19  # 20 chunks, a yield between each
+    assert view.calls == 1
+
+
+async def test_cli_show_rib_follows_the_cursor(monkeypatch, capsys):
+    from agent import cli
+
+    monkeypatch.setattr(cli, "RIB_PAGE", 4)
+    server, port, _ = await start(FakeView(PREFIXES))
+    try:
+        rc = await asyncio.to_thread(cli.main, ["show", "rib", "--api", f"http://127.0.0.1:{port}"])
+        assert rc == 0
+        text = capsys.readouterr().out
+        assert [line.split()[1] for line in text.splitlines()] == [
+            str(p) for p in sorted(Prefix.parse(p) for p in PREFIXES)]
+        rc = await asyncio.to_thread(cli.main, ["show", "rib", "--json", "--api", f"http://127.0.0.1:{port}"])
+        assert len(json.loads(capsys.readouterr().out)) == len(PREFIXES)
+    finally:
+        server.close()

@@ -1,0 +1,70 @@
+"""The core queue is bounded; at the bound kernel deltas become one full resync, idempotent work
+is not queued twice, and configuration and session events are never dropped."""
+
+from agent.api.metrics import Metrics
+from agent.daemon.events import MAX_EVENTS, Event, EventQueue
+
+
+def overflows(metrics, kind, action):
+    return metrics.registry.get_sample_value("route_agent_event_queue_overflows_total",
+                                             {"kind": kind, "action": action}) or 0
+
+
+def drain(q):
+    return [q.get_nowait() for _ in range(q.qsize())]
+
+
+def test_kernel_deltas_at_the_bound_coalesce_into_one_resync():
+    m = Metrics()
+    q = EventQueue(maxsize=3, counter=m.queue_overflows)
+    for i in range(103):
+        q.put(Event("kernel", [i]))
+    assert q.qsize() == 4  # the bound, plus one full resync standing for the other 100 batches
+    assert overflows(m, "kernel", "coalesced") == 100
+    events = drain(q)
+    assert [e.kind for e in events] == ["kernel"] * 3 + ["scan"]
+    assert events[-1].data == "queue-full"
+    # once that resync was taken, the next overflow asks for a new one
+    for i in range(5):
+        q.put(Event("main-table", [i]))
+    assert [(e.kind, e.data) for e in drain(q)][-1] == ("scan", "queue-full")
+
+
+def test_config_and_session_events_are_kept_beyond_the_bound_and_counted():
+    m = Metrics()
+    q = EventQueue(maxsize=2, counter=m.queue_overflows)
+    q.put(Event("kernel", []))
+    q.put(Event("kernel", []))
+    for ev in (Event("config", "c"), Event("bgp", "update"), Event("k8s", "batch"), Event("flushed", ())):
+        q.put(ev)
+    q.put(Event("status", "periodic"))
+    q.put(Event("status", "soon"))  # one waiting status event does the same
+    kinds = [e.kind for e in drain(q)]
+    assert kinds == ["kernel", "kernel", "config", "bgp", "k8s", "flushed", "status"]
+    assert overflows(m, "config", "kept") == overflows(m, "bgp", "kept") == 1
+    assert overflows(m, "status", "coalesced") == 1
+
+
+def test_below_the_bound_every_event_is_queued_in_order():
+    q = EventQueue(maxsize=10)
+    evs = [Event("scan", "overrun"), Event("scan", "link-down"), Event("kernel", [1])]
+    for ev in evs:
+        q.put(ev)
+    assert drain(q) == evs
+
+
+async def test_the_agents_queue_is_bounded(tmp_path):
+    from agent.daemon.agent import Agent
+
+    path = tmp_path / "c.yaml"
+    path.write_text("apiVersion: routeagent.io/v1alpha1\nkind: AgentConfig\nmetadata:\n  name: node\n")
+    agent = Agent(str(path))
+    assert agent.queue.maxsize == MAX_EVENTS
+
+    class Monitor:
+        def read(self):
+            return [object()]
+
+    for _ in range(MAX_EVENTS + 50):
+        agent.routing.on_monitor(Monitor())
+    assert agent.queue.qsize() == MAX_EVENTS + 1
