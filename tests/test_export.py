@@ -8,7 +8,7 @@ from agent.export.reconciler import ExportReconciler
 from agent.policy.engine import compile_policies
 from agent.config.policy import RoutePolicy
 from agent.core.bgp import AnnounceAttributes, AnnounceEor, AnnounceRoute, WithdrawRoute
-from agent.speaker.codec import encode
+from agent.speaker.encoder import encode
 from tests.factories import P
 
 

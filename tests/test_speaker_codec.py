@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent.core.model import BgpOrigin, Prefix
-from agent.speaker.codec import CodecError, Decoder, encode
+from agent.speaker.codec import CodecError, Decoder
+from agent.speaker.encoder import encode
 from agent.core.bgp import (
     Ack,
     AnnounceEor,

@@ -22,7 +22,8 @@ import collections
 import logging
 from collections.abc import Callable
 
-from .codec import CodecError, Decoder, encode
+from .codec import CodecError, Decoder
+from .encoder import encode
 from ..core.bgp import Ack, Command, Event, PeerState, PeerStatus
 
 log = logging.getLogger("agent.speaker")
