@@ -14,8 +14,14 @@ dead ExaBGP says nothing itself), then starts ExaBGP again after an exponential 
 ExaBGP's helper has connected, the speaker emits `SpeakerRestarted(restarts, reason)`: the routes
 learned before are stale until their peers re-send them, and the agent must announce its routes
 again (the new ExaBGP starts with an empty adj-RIB-out) and then send End-of-RIB (``manual-eor``).
-Commands that were written to the old connection but not yet executed are lost with it; that is
-what the re-announcement after `SpeakerRestarted` repairs.
+Commands that were written to the old connection but not yet executed are lost with it, and those
+still queued for it are dropped when the new one connects (old commands replayed into the new
+process, before its re-announcement, could leave there what the agent no longer wants): the new
+ExaBGP gets only what the agent sends after `SpeakerRestarted`, the re-announcement.
+
+The command queue is bounded (`max_queued`, see `agent.speaker.channel`): when ExaBGP is dead or
+cannot keep up, a full queue is dropped and reported as `CommandsDropped` for the agent to plan
+again from its desired state.
 
 `stop()` sends SIGTERM and waits (then SIGKILL): ExaBGP closes its sessions without a
 NOTIFICATION, so graceful-restart peers keep our routes as stale until we come back.
@@ -37,7 +43,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from .channel import READ_LIMIT, ApiChannel
+from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
 from .child import LogPump, RuntimeDir, default_runtime_dir, exit_status, resolve_interpreter, spawn
 from ..core.bgp import Command, Event, PeerStatus, SpeakerRestarted
 from .exabgp_conf import read_secrets, render
@@ -65,6 +71,7 @@ class Speaker:
         stop_timeout: float = 5.0,
         wrapper: Sequence[str] = (),
         exabgp_log_level: str = "INFO",
+        max_queued: int = MAX_QUEUED,
     ) -> None:
         self.peers: tuple[BgpPeer, ...] = tuple(peers)
         self.settings = settings or BgpSpeakerSpec()
@@ -76,7 +83,7 @@ class Speaker:
         self.exabgp_log_level = exabgp_log_level
         self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self.restarts = 0
-        self.channel = ApiChannel(self.queue.put_nowait)
+        self.channel = ApiChannel(self.queue.put_nowait, max_queued)
         self.pid: int | None = None
         self.last_exit: str = ""
         self.interpreter: str | None = None
@@ -112,6 +119,11 @@ class Speaker:
     @property
     def pending_commands(self) -> int:
         return self.channel.pending
+
+    @property
+    def dropped_commands(self) -> int:
+        """Commands dropped at the queue bound or at a restart."""
+        return self.channel.dropped
 
     @property
     def acks(self) -> collections.Counter[bool]:
@@ -251,6 +263,7 @@ class Speaker:
                 await self._kill(proc, exit_task)
                 return f"API helper did not connect within {self.connect_timeout:.0f}s"
             reader, writer = fut.result()
+            self.channel.connected(first=generation == 1)
             self._connected.set()
             if generation > 1:
                 self.queue.put_nowait(SpeakerRestarted(self.restarts, previous_reason))
