@@ -34,6 +34,7 @@ from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
 from ..export.reconciler import ExportReconciler
 from ..core.bgp import Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown
+from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
 from ..config.bgp import BgpPeer
 
@@ -86,6 +87,8 @@ class BgpRuntime:
         self._cluster_others: frozenset = frozenset()
         self._refresh_handle = None
         self.updates = 0
+        self.refused = 0  # commands ExaBGP answered "error"
+        self._restarts_seen = 0  # SpeakerRestarted.restarts of the last one handled
         self._tasks: set[asyncio.Task] = set()
         self.refresh_exports()  # desired state ready before any session comes up
 
@@ -131,8 +134,17 @@ class BgpRuntime:
             self.export.configure(addr, peer.spec.local_as, peer.spec.ebgp)
             desired, rejected = desired_for_peer(self._export_peer(peer), self.adverts, self.policies)
             self.export_rejected[addr] = rejected
-            for cmd in self.export.set_desired(addr, desired):
-                self.speaker.send(cmd)
+            self._send_exports(self.export.set_desired(addr, desired))
+
+    def _send_exports(self, commands: list) -> None:
+        """Export commands to the speaker, unless ExaBGP restarted since the last
+        `SpeakerRestarted` handled here: they were planned for the old process (from events it
+        sent before it died), `export.speaker_restarted()` is about to reset what they assumed,
+        and the new process must get only the re-announcement that follows."""
+        if self.speaker.restarts != self._restarts_seen:
+            return
+        for cmd in commands:
+            self.speaker.send(cmd)
 
     def gate_names(self) -> set[str]:
         return {f"bgp/{addr}" for addr in self.peers}
@@ -262,18 +274,44 @@ class BgpRuntime:
                 # everything we advertise, then End-of-RIB (manual-eor): a graceful-restart peer
                 # that kept our routes as stale sees them refreshed, nothing withdrawn
                 families = self._export_peer(self.peers[ev.peer]).families
-                for cmd in self.export.session_up(ev.peer, families):
-                    self.speaker.send(cmd)
+                self._send_exports(self.export.session_up(ev.peer, families))
             elif ev.state is PeerStatus.DOWN:
                 self.export.session_down(ev.peer)
         elif isinstance(ev, SpeakerRestarted):
+            self._restarts_seen = ev.restarts
             self.export.speaker_restarted()
+        elif isinstance(ev, CommandAck):
+            self._acked(ev)
+        elif isinstance(ev, CommandsDropped):
+            self._dropped(ev)
         elif hasattr(ev, "announced"):
             self.updates += 1
         for peer, command in out.commands:
             if command == "teardown":
                 self._teardown(peer, now)
         return out
+
+    def _acked(self, ev: CommandAck) -> None:
+        self.export.acked(ev.command, ev.ok)
+        if not ev.ok:
+            self.refused += 1
+            log.warning("ExaBGP refused a command: %s", _brief(ev.command))
+
+    def _dropped(self, ev: CommandsDropped) -> None:
+        """The speaker's queue overflowed: plan again. Adverts from the desired state; a
+        Teardown again if the peer is still held down; route refreshes once per peer and family."""
+        log.warning("speaker dropped %d queued commands (%s): planning again", len(ev.commands), ev.reason)
+        self._send_exports(self.export.dropped_commands(ev.commands))
+        again: dict = {}
+        for cmd in ev.commands:
+            if isinstance(cmd, Teardown) and cmd.peer in self.held_down:
+                again[cmd] = None
+            elif isinstance(cmd, RequestRouteRefresh):
+                again[cmd] = None
+            elif isinstance(cmd, str):
+                log.warning("dropped command not sent again: %s", cmd[:200])
+        for cmd in again:
+            self.speaker.send(cmd)
 
     def _teardown(self, peer: str, now: float) -> None:
         if peer in self.held_down:
@@ -354,7 +392,7 @@ class BgpRuntime:
                     "nextHop": a.next_hop, "localPref": a.local_pref, "med": a.med,
                     "communities": list(a.communities), "largeCommunities": list(a.large_communities),
                     "prepend": a.prepend, "sources": list(advert.sources), "policy": advert.policy,
-                    "announced": self.export.announced.get(addr, {}).get(prefix) == a,
+                    "announced": self.export.announced(addr, prefix) == a,
                 }
         return [rows[p] for p in sorted(rows)]
 
@@ -365,7 +403,7 @@ class BgpRuntime:
             if advert is not None:
                 out.append({"peer": addr, "advertised": True, "sources": list(advert.sources),
                             "policy": advert.policy,
-                            "announced": self.export.announced.get(addr, {}).get(prefix) == advert.attrs})
+                            "announced": self.export.announced(addr, prefix) == advert.attrs})
                 continue
             verdict = self.export_rejected.get(addr, {}).get(prefix)
             if verdict is not None:
@@ -380,3 +418,8 @@ class BgpRuntime:
                         "statement": verdict.statement, "reason": verdict.reason.value,
                         "description": verdict.reason.description})
         return out
+
+
+def _brief(command) -> str:
+    text = repr(command)
+    return text if len(text) <= 300 else text[:300] + "..."

@@ -1,0 +1,96 @@
+"""BgpRuntime and the speaker: acks, dropped commands, a restarted ExaBGP, sessions ended by a
+NOTIFICATION or by our own teardown (no ExaBGP: the speaker's events are handed in by hand)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from agent.config.base import distances
+from agent.config.loader import load_text
+from agent.core.bgp import (
+    AnnounceEor, AnnounceRoute, Family, PeerState, PeerStatus, SpeakerRestarted, Teardown,
+)
+from agent.core.bgp_speaker import CommandAck, CommandsDropped
+from agent.daemon.bgp import BgpRuntime
+
+PEER = "10.0.0.1"
+CONFIG = """apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor1}
+spec:
+  peerAddress: 10.0.0.1
+  peerAS: 65000
+  localAS: 65000
+  routerId: 10.0.0.254
+  families: [ipv4-unicast]
+  importPolicy: acceptAll
+  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]
+---
+apiVersion: routeagent.io/v1alpha1
+kind: Advertisement
+metadata: {name: pods}
+spec: {type: podCIDR, prefixes: [10.244.1.0/24]}
+"""
+POD = AnnounceRoute("10.244.1.0/24", peer=PEER)
+
+
+@pytest.fixture
+def rt(tmp_path):
+    config = load_text(CONFIG)
+    runtime = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
+                         runtime_dir=str(tmp_path))
+    runtime.sent = []
+    runtime.speaker.send = runtime.sent.append  # no ExaBGP: record the commands
+    return runtime
+
+
+def take(rt) -> list:
+    out, rt.sent[:] = list(rt.sent), []
+    return out
+
+
+def announced(rt) -> bool:
+    (row,) = rt.advert_views()
+    return row["peers"][PEER]["announced"]
+
+
+def test_session_up_is_announced_once_exabgp_says_done(rt):
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    assert take(rt) == [POD, AnnounceEor(Family.IPV4_UNICAST, PEER)]
+    assert not announced(rt)  # sent, not answered
+    rt.handle(CommandAck(POD, True), 1)
+    assert announced(rt)
+
+
+def test_an_error_ack_is_not_announced_and_the_next_reconcile_sends_it_again(rt):
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    take(rt)
+    rt.handle(CommandAck(POD, False), 1)
+    assert not announced(rt) and rt.refused == 1 and rt.export.refused[PEER] == 1
+    rt.refresh_exports()
+    assert take(rt) == [POD]
+
+
+def test_dropped_commands_are_planned_again_and_a_teardown_resent(rt):
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    eor = AnnounceEor(Family.IPV4_UNICAST, PEER)
+    assert take(rt) == [POD, eor]
+    rt.held_down[PEER] = None  # as after a max-prefix teardown
+    rt.handle(CommandsDropped((POD, eor, Teardown(PEER, 1)), "queue full"), 1)
+    assert take(rt) == [POD, eor, Teardown(PEER, 1)]
+
+
+def test_commands_planned_from_the_dead_exabgps_events_do_not_reach_the_new_one(rt):
+    """Events of the old ExaBGP still in the agent's queue when the new one connected (here a
+    session up) must not send anything: the new process gets only the re-announcement."""
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    take(rt)
+    rt.handle(PeerState(PEER, PeerStatus.DOWN, "hold timer expired"), 1)
+    rt.speaker.restarts = 1  # ExaBGP died and a new one connected; SpeakerRestarted is queued
+    rt.handle(PeerState(PEER, PeerStatus.UP), 2)  # a late event of the old process
+    assert take(rt) == []
+    rt.handle(SpeakerRestarted(1, "exited with signal SIGKILL"), 3)
+    rt.handle(PeerState(PEER, PeerStatus.UP), 4)
+    assert take(rt) == [POD, AnnounceEor(Family.IPV4_UNICAST, PEER)]
