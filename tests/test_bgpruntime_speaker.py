@@ -10,8 +10,10 @@ import pytest
 from agent.config.base import distances
 from agent.config.loader import load_text
 from agent.core.bgp import (
-    AnnounceEor, AnnounceRoute, Family, PeerState, PeerStatus, SpeakerRestarted, Teardown,
+    Announced, AnnounceEor, AnnounceRoute, Family, GracefulRestart, Open, PathAttrs, PeerState, PeerStatus,
+    RouteUpdate, SpeakerRestarted, Teardown,
 )
+from agent.core.model import Prefix
 from agent.core.bgp_speaker import CommandAck, CommandsDropped
 from agent.daemon.bgp import BgpRuntime
 
@@ -34,6 +36,8 @@ metadata: {name: pods}
 spec: {type: podCIDR, prefixes: [10.244.1.0/24]}
 """
 POD = AnnounceRoute("10.244.1.0/24", peer=PEER)
+P = Prefix.parse
+ATTRS = PathAttrs(as_path=(65000,))
 
 
 @pytest.fixture
@@ -94,3 +98,34 @@ def test_commands_planned_from_the_dead_exabgps_events_do_not_reach_the_new_one(
     rt.handle(SpeakerRestarted(1, "exited with signal SIGKILL"), 3)
     rt.handle(PeerState(PEER, PeerStatus.UP), 4)
     assert take(rt) == [POD, AnnounceEor(Family.IPV4_UNICAST, PEER)]
+
+
+DUAL = CONFIG.replace("families: [ipv4-unicast]", "families: [ipv4-unicast, ipv6-unicast]")
+
+
+async def test_max_prefix_teardown_under_graceful_restart_withdraws_both_families_at_once(tmp_path):
+    """Issue 14.4, with the real import stage: one session, both families, graceful restart
+    negotiated; IPv4 goes over its limit, we tear the session down (ExaBGP closes it without the
+    Cease under GR): the IPv6 route goes with the IPv4 ones, at once, no stale timer."""
+    config = load_text(DUAL)
+    rt = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
+                    runtime_dir=str(tmp_path))
+    rt.sent = []
+    rt.speaker.send = rt.sent.append
+    both = (Family.IPV4_UNICAST, Family.IPV6_UNICAST)
+    try:
+        rt.handle(Open(PEER, 65000, 90, "10.0.0.1", both, GracefulRestart(120, False, both, both)), 0)
+        rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+        v6 = rt.handle(RouteUpdate(PEER, both[1], (Announced(P("2001:db8:1::/48"), "fe80::1", ATTRS),)), 1)
+        assert len(v6.updates) == 1
+        v4 = rt.handle(RouteUpdate(PEER, both[0], tuple(Announced(P(f"198.51.100.{i}/32"), PEER, ATTRS)
+                                                         for i in range(3))), 2)
+        assert v4.commands == [(PEER, "teardown")] and Teardown(PEER, 1) in rt.sent
+        out = rt.handle(PeerState(PEER, PeerStatus.DOWN,
+                                  "graceful restarted negotiated, closing without sending any notification"), 3)
+        assert sorted(str(u.prefix) for u in out.updates if u.candidate is None) == [
+            "198.51.100.0/32", "198.51.100.1/32", "2001:db8:1::/48"]
+        assert out.timers == [] and rt.source.sessions[PEER].stale == set()
+    finally:
+        for task in list(rt._tasks):
+            task.cancel()

@@ -26,6 +26,11 @@ lists every prefix twice, once under each address. The decoder yields one `Annou
 the global address is not on a directly connected network: the resolver decides). A prefix
 listed only under a link-local next hop gets that as ``next_hop`` and ``link_local`` None.
 
+NOTIFICATIONs. ExaBGP reports one it received as a ``notification`` object (then the state down),
+one it sent (hold timer expired, an error, a teardown without graceful restart) only in the down
+state's reason, ``notification sent (CODE,SUBCODE)``: the decoder gives a `Notification` with
+``direction="send"`` before that `PeerState`, so consumers decide on events, not on the text.
+
 Graceful restart in OPEN: ExaBGP 5.0.15 prints the two flags under each other's name. Its
 per-family list says ``"restart"`` when the F (forwarding state preserved) bit is set, and its
 ``restart-flags`` say ``"forwarding"`` when the R (restarting) bit is set. `GracefulRestart` has
@@ -43,6 +48,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import re
 import sys
 from typing import Any
 
@@ -76,6 +82,7 @@ _ORIGINS = {"igp": BgpOrigin.IGP, "egp": BgpOrigin.EGP, "incomplete": BgpOrigin.
 _FAMILIES = {"ipv4 unicast": Family.IPV4_UNICAST, "ipv6 unicast": Family.IPV6_UNICAST}
 _SLASH_FAMILIES = {"ipv4/unicast": Family.IPV4_UNICAST, "ipv6/unicast": Family.IPV6_UNICAST}
 _STATES = {s.value: s for s in PeerStatus}
+_SENT = re.compile(r"notification sent \((\d+),(\d+)\)")
 _IGNORED_TYPES = frozenset({"keepalive", "fsm", "signal", "negotiated", "operational"})
 
 
@@ -215,7 +222,12 @@ class Decoder:
     def _state(self, obj: dict) -> tuple[Event, ...]:
         neighbor = obj["neighbor"]
         state = _STATES[neighbor["state"]]
-        return (PeerState(self._peer(neighbor), state, neighbor.get("reason", "")),)
+        peer, reason = self._peer(neighbor), neighbor.get("reason", "")
+        down = (PeerState(peer, state, reason),)
+        sent = _SENT.match(reason) if state is PeerStatus.DOWN else None
+        if sent is not None:  # ExaBGP reports a NOTIFICATION it sent only in this text
+            return (Notification(peer, int(sent[1]), int(sent[2]), b"", "send"), *down)
+        return down
 
     def _notification(self, obj: dict) -> tuple[Event, ...]:
         neighbor = obj.get("neighbor")
