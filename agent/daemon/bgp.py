@@ -16,6 +16,16 @@ graceful restart), then the peer is removed from ExaBGP's configuration, since E
 reconnect at once, and put back after ``restartSeconds`` (never, without it, until the
 configuration changes).
 
+What ExaBGP made of our commands comes back as events: `CommandAck` goes to the export
+reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error`` is counted,
+logged, and the prefix sent again at the next reconcile); `CommandsDropped` (the speaker's queue
+reached its bound) is planned again at once: the adverts from the desired state, a Teardown again
+if the peer is still held down, route refreshes once per peer and family. Export commands planned
+while an ExaBGP restart is not yet handled here (events of the dead process still queued) are not
+sent: the new process gets only the re-announcement that follows `SpeakerRestarted`.
+
+The read-only views (peers, adverts, explanations) are `agent.daemon.bgp_views.BgpViews`.
+
 `reconfigure(config)` applies a reload: peers added or removed (ExaBGP reloads its configuration,
 other sessions stay up), policies and distances recompiled, and a route refresh asked from every
 peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in).
@@ -36,6 +46,7 @@ from ..export.reconciler import ExportReconciler
 from ..core.bgp import Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
+from .bgp_views import BgpViews
 from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
@@ -62,7 +73,7 @@ def _protected(config) -> list:
     return [*config.agent.protected_prefixes, *owned_prefixes(config.adverts)]
 
 
-class BgpRuntime:
+class BgpRuntime(BgpViews):
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
                  *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
         self.imp = imp
@@ -346,78 +357,6 @@ class BgpRuntime:
             self.stage.maxprefix.clear(peer)
             log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
             await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
-
-    # ---- views ----
-    def peer_views(self, installed: Callable[[str], dict[int, int]]) -> list[dict]:
-        out = []
-        now = time.monotonic()
-        for addr, peer in self.peers.items():
-            s = self.source.sessions.get(addr)
-            held = self.stage.held(addr)
-            inst = installed(addr)
-            fams = {}
-            for fam in peer.spec.families:
-                v = 6 if fam.value.startswith("ipv6") else 4
-                st = self.stage.maxprefix.status(addr, v)
-                fams[fam.value] = {
-                    "received": self.stage.received.get((addr, v), 0),
-                    "accepted": held[v][0],
-                    "rejected": sum(n for (a, f, _r), n in self.stage.rejected.items() if a == addr and f == v),
-                    "installed": inst.get(v, 0),
-                    "maxPrefix": None if st.limit is None else {
-                        "limit": st.limit.limit, "action": st.limit.action.value, "count": st.count,
-                        "state": st.state.value, "discarded": st.discarded},
-                }
-            out.append({
-                "name": peer.metadata.name, "address": addr, "peerAS": peer.spec.peer_as,
-                "localAS": peer.spec.local_as, "type": "ebgp" if peer.spec.ebgp else "ibgp",
-                "state": s.state.value if s else "down",
-                "for_seconds": round(now - s.since, 1) if s and s.since else None,
-                "reason": s.last_reason if s else "", "stale": len(s.stale) if s else 0,
-                "held_down": addr in self.held_down,
-                "families": fams,
-            })
-        return out
-
-    def advert_views(self, peer: str | None = None) -> list[dict]:
-        rows: dict = {}
-        for addr, adverts in self.export.desired.items():
-            if peer is not None and addr != peer and self.peers.get(addr, None) is not None \
-                    and self.peers[addr].metadata.name != peer:
-                continue
-            for prefix, advert in adverts.items():
-                row = rows.setdefault(prefix, {"prefix": str(prefix), "peers": {}})
-                a = advert.attrs
-                row["peers"][addr] = {
-                    "nextHop": a.next_hop, "localPref": a.local_pref, "med": a.med,
-                    "communities": list(a.communities), "largeCommunities": list(a.large_communities),
-                    "prepend": a.prepend, "sources": list(advert.sources), "policy": advert.policy,
-                    "announced": self.export.announced(addr, prefix) == a,
-                }
-        return [rows[p] for p in sorted(rows)]
-
-    def explain_export(self, prefix) -> list[dict]:
-        out = []
-        for addr in self.peers:
-            advert = self.export.desired.get(addr, {}).get(prefix)
-            if advert is not None:
-                out.append({"peer": addr, "advertised": True, "sources": list(advert.sources),
-                            "policy": advert.policy,
-                            "announced": self.export.announced(addr, prefix) == advert.attrs})
-                continue
-            verdict = self.export_rejected.get(addr, {}).get(prefix)
-            if verdict is not None:
-                out.append({"peer": addr, "advertised": False, "policy": verdict.policy,
-                            "statement": verdict.statement, "reason": verdict.reason.value})
-        return out
-
-    def explain(self, prefix) -> list[dict]:
-        out = []
-        for addr, verdict in self.stage.explain(prefix).items():
-            out.append({"peer": addr, "accepted": verdict.accepted, "policy": verdict.policy,
-                        "statement": verdict.statement, "reason": verdict.reason.value,
-                        "description": verdict.reason.description})
-        return out
 
 
 def _brief(command) -> str:
