@@ -62,6 +62,15 @@ def source(gr=True):
     return BgpSource(FakeStage(), [BgpPeerSettings(PEER, (Family.IPV4_UNICAST,), gr)], speaker_stale_seconds=30)
 
 
+def established(gr_time: int, *prefixes: str) -> BgpSource:
+    """A session up whose peer's OPEN asked for graceful restart, with `prefixes` received."""
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(gr_time)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce(*prefixes), 1)
+    return src
+
+
 def test_session_down_without_graceful_restart_withdraws_everything_at_once():
     src = source()
     src.handle(PeerState(PEER, PeerStatus.UP), 0)
@@ -71,10 +80,7 @@ def test_session_down_without_graceful_restart_withdraws_everything_at_once():
 
 
 def test_graceful_restart_keeps_routes_then_eor_sweeps_what_was_not_reannounced():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16", "10.2.0.0/16"), 1)
+    src = established(120, "10.1.0.0/16", "10.2.0.0/16")
     down = src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
     assert down.updates == [] and down.timers == [(120, PEER)]
     src.handle(PeerState(PEER, PeerStatus.UP), 10)
@@ -85,10 +91,7 @@ def test_graceful_restart_keeps_routes_then_eor_sweeps_what_was_not_reannounced(
 
 
 def test_graceful_restart_timer_withdraws_stale_routes_when_the_peer_stays_away():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
     assert src.stale_timer(PEER, 30).updates == []  # not yet
     assert withdrawn(src.stale_timer(PEER, 62)) == ["10.1.0.0/16"]
@@ -123,10 +126,7 @@ def test_eor_needs_every_family_of_the_peer():
 
 
 def test_withdraw_of_a_stale_prefix_removes_it():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
     src.handle(PeerState(PEER, PeerStatus.UP), 3)
     out = src.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, withdrawn=(P("10.1.0.0/16"),)), 4)
@@ -149,10 +149,7 @@ def test_peers_reported_down_because_exabgp_died_go_stale_not_away():
 
 
 def test_failed_reconnect_attempts_do_not_extend_the_stale_deadline():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     assert src.handle(PeerState(PEER, PeerStatus.DOWN), 2).timers == [(60, PEER)]
     for t in (10, 20, 30):  # TCP connects, the OPEN exchange fails
         src.handle(PeerState(PEER, PeerStatus.CONNECTED), t)
@@ -161,30 +158,21 @@ def test_failed_reconnect_attempts_do_not_extend_the_stale_deadline():
 
 
 def test_a_notification_ends_graceful_restart_and_withdraws_at_once():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(120, "10.1.0.0/16")
     src.handle(Notification(PEER, 6, 2), 2)  # as ExaBGP: the NOTIFICATION, then the state
     out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 2)
     assert withdrawn(out) == ["10.1.0.0/16"] and out.timers == []
 
 
 def test_a_notification_we_sent_ends_graceful_restart_too():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(120, "10.1.0.0/16")
     src.handle(Notification(PEER, 4, 0, b"", "send"), 2)  # hold timer expired (the codec's event)
     out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification sent (4,0)"), 2)
     assert withdrawn(out) == ["10.1.0.0/16"] and out.timers == []
 
 
 def test_the_reason_text_decides_nothing_only_the_events_do():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(120, "10.1.0.0/16")
     # no Notification event and no SpeakerDown: a plain session loss, graceful restart applies
     out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 2)
     assert out.updates == [] and out.timers == [(120, PEER)]
@@ -222,10 +210,7 @@ def test_our_max_prefix_teardown_withdraws_every_family_at_once_under_graceful_r
 
 
 def test_removing_a_peer_withdraws_its_accepted_and_its_stale_routes():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     src.handle(PeerState(PEER, PeerStatus.DOWN), 2)  # 10.1.0.0/16 is now stale
     src.handle(PeerState(PEER, PeerStatus.UP), 3)
     src.handle(announce("10.2.0.0/16"), 4)  # accepted again

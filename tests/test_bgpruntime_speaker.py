@@ -3,38 +3,19 @@ NOTIFICATION or by our own teardown (no ExaBGP: the speaker's events are handed 
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
-from agent.config.base import distances
-from agent.config.loader import load_text
 from agent.core.bgp import (
     Announced, AnnounceEor, AnnounceRoute, Family, GracefulRestart, Open, PathAttrs, PeerState, PeerStatus,
     RouteUpdate, SpeakerRestarted, Teardown,
 )
 from agent.core.model import Prefix
 from agent.core.bgp_speaker import CommandAck, CommandsDropped
-from agent.daemon.bgp import BgpRuntime
+from tests.bgpruntime_lab import recording_runtime, tor1_config
 
 PEER = "10.0.0.1"
-CONFIG = """apiVersion: routeagent.io/v1alpha1
-kind: BgpPeer
-metadata: {name: tor1}
-spec:
-  peerAddress: 10.0.0.1
-  peerAS: 65000
-  localAS: 65000
-  routerId: 10.0.0.254
-  families: [ipv4-unicast]
-  importPolicy: acceptAll
-  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]
----
-apiVersion: routeagent.io/v1alpha1
-kind: Advertisement
-metadata: {name: pods}
-spec: {type: podCIDR, prefixes: [10.244.1.0/24]}
-"""
+CONFIG = tor1_config(peer_as=65000, families="[ipv4-unicast]",
+                     extra="  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]\n")
 POD = AnnounceRoute("10.244.1.0/24", peer=PEER)
 P = Prefix.parse
 ATTRS = PathAttrs(as_path=(65000,))
@@ -42,12 +23,7 @@ ATTRS = PathAttrs(as_path=(65000,))
 
 @pytest.fixture
 def rt(tmp_path):
-    config = load_text(CONFIG)
-    runtime = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
-                         runtime_dir=str(tmp_path))
-    runtime.sent = []
-    runtime.speaker.send = runtime.sent.append  # no ExaBGP: record the commands
-    return runtime
+    return recording_runtime(CONFIG, tmp_path)  # no ExaBGP: rt.sent records the commands
 
 
 def take(rt) -> list:
@@ -100,18 +76,14 @@ def test_commands_planned_from_the_dead_exabgps_events_do_not_reach_the_new_one(
     assert take(rt) == [POD, AnnounceEor(Family.IPV4_UNICAST, PEER)]
 
 
-DUAL = CONFIG.replace("families: [ipv4-unicast]", "families: [ipv4-unicast, ipv6-unicast]")
+DUAL = tor1_config(peer_as=65000, extra="  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]\n")
 
 
 async def test_max_prefix_teardown_under_graceful_restart_withdraws_both_families_at_once(tmp_path):
     """Issue 14.4, with the real import stage: one session, both families, graceful restart
     negotiated; IPv4 goes over its limit, we tear the session down (ExaBGP closes it without the
     Cease under GR): the IPv6 route goes with the IPv4 ones, at once, no stale timer."""
-    config = load_text(DUAL)
-    rt = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
-                    runtime_dir=str(tmp_path))
-    rt.sent = []
-    rt.speaker.send = rt.sent.append
+    rt = recording_runtime(DUAL, tmp_path)
     both = (Family.IPV4_UNICAST, Family.IPV6_UNICAST)
     try:
         rt.handle(Open(PEER, 65000, 90, "10.0.0.1", both, GracefulRestart(120, False, both, both)), 0)
