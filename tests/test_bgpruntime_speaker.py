@@ -3,6 +3,8 @@ NOTIFICATION or by our own teardown (no ExaBGP: the speaker's events are handed 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agent.core.bgp import (
@@ -53,13 +55,21 @@ def test_an_error_ack_is_not_announced_and_the_next_reconcile_sends_it_again(rt)
     assert take(rt) == [POD]
 
 
-def test_dropped_commands_are_planned_again_and_a_teardown_resent(rt):
+async def test_dropped_commands_are_planned_again_once_the_queue_drained_and_a_teardown_resent(rt):
     rt.handle(PeerState(PEER, PeerStatus.UP), 0)
     eor = AnnounceEor(Family.IPV4_UNICAST, PEER)
     assert take(rt) == [POD, eor]
     rt.held_down[PEER] = None  # as after a max-prefix teardown
+    drained = asyncio.Event()
+    rt.speaker.drained = drained.wait
     rt.handle(CommandsDropped((POD, eor, Teardown(PEER, 1)), "queue full"), 1)
-    assert take(rt) == [POD, eor, Teardown(PEER, 1)]
+    rt.handle(CommandsDropped((Teardown(PEER, 1),), "queue full"), 1)
+    assert not announced(rt)
+    await asyncio.sleep(0.01)
+    assert take(rt) == []  # the queue is still full: nothing yet
+    drained.set()
+    await asyncio.sleep(0.01)
+    assert take(rt) == [POD, eor, Teardown(PEER, 1)]  # once each
 
 
 def test_commands_planned_from_the_dead_exabgps_events_do_not_reach_the_new_one(rt):

@@ -205,13 +205,18 @@ def test_a_refused_withdraw_is_sent_again():
 
 def test_dropped_commands_are_planned_again_with_the_eor_last():
     r, (cmd, eor) = up_reconciler(2)
-    replan = r.dropped_commands([cmd, eor])
-    assert replan == [cmd, eor] and r.dropped["10.0.0.2"] == 2
+    r.dropped_commands([cmd, eor])
+    assert r.dropped["10.0.0.2"] == 2 and r.set_desired("10.0.0.2", adverts_for(2)) == [cmd]
+    assert r.replan() == [eor] and r.replan() == []  # the routes went with set_desired
+    r.dropped_commands([cmd])
+    assert r.replan() == [cmd]
     assert r.announced("10.0.0.2", P("10.0.0.0/24")) is None  # in flight again
     r.acked(cmd, True)
     assert r.announced("10.0.0.2", P("10.0.0.0/24")) == AdvertAttrs()
     # a dropped withdraw: withdrawn again; a peer that went down meanwhile: nothing
     (withdraw,) = r.set_desired("10.0.0.2", {})
-    assert r.dropped_commands([withdraw]) == [withdraw]
+    r.dropped_commands([withdraw])
+    assert r.replan() == [withdraw]
+    r.dropped_commands([withdraw])
     r.session_down("10.0.0.2")
-    assert r.dropped_commands([withdraw]) == []
+    assert r.replan() == []

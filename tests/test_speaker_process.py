@@ -71,6 +71,7 @@ async def test_commands_queued_before_start_are_acked_and_send_never_blocks(tmp_
     async with sp:
         col = Collector(sp)
         await sp.wait_running(30)
+        await asyncio.wait_for(sp.drained(), 30)  # all written (not necessarily answered yet)
         await until(lambda: sp.acks[True] == 501 and sp.acks[False] == 1, what="502 acks")
         assert sp.pending_commands == 0
         assert os.stat(sp.dir).st_mode & 0o777 == 0o700 and os.stat(sp.conf_path).st_mode & 0o777 == 0o600

@@ -19,8 +19,9 @@ configuration changes).
 What ExaBGP made of our commands comes back as events: `CommandAck` goes to the export
 reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error`` is counted,
 logged, and the prefix sent again at the next reconcile); `CommandsDropped` (the speaker's queue
-reached its bound) is planned again at once: the adverts from the desired state, a Teardown again
-if the peer is still held down, route refreshes once per peer and family. Export commands planned
+reached its bound) is undone in the reconciler at once and planned again once the speaker's queue
+has drained: the adverts from the desired state, a Teardown again if the peer is still held down,
+route refreshes once per peer and family. Export commands planned
 while an ExaBGP restart is not yet handled here (events of the dead process still queued) are not
 sent: the new process gets only the re-announcement that follows `SpeakerRestarted`.
 
@@ -100,6 +101,8 @@ class BgpRuntime(BgpViews):
         self.updates = 0
         self.refused = 0  # commands ExaBGP answered "error"
         self._restarts_seen = 0  # SpeakerRestarted.restarts of the last one handled
+        self._replanning = False  # a re-plan waits for the speaker's queue to drain
+        self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
         self._tasks: set[asyncio.Task] = set()
         self.refresh_exports()  # desired state ready before any session comes up
 
@@ -309,20 +312,31 @@ class BgpRuntime(BgpViews):
             log.warning("ExaBGP refused a command: %s", _brief(ev.command))
 
     def _dropped(self, ev: CommandsDropped) -> None:
-        """The speaker's queue overflowed: plan again. Adverts from the desired state; a
-        Teardown again if the peer is still held down; route refreshes once per peer and family."""
-        log.warning("speaker dropped %d queued commands (%s): planning again", len(ev.commands), ev.reason)
-        self._send_exports(self.export.dropped_commands(ev.commands))
-        again: dict = {}
+        """The speaker's queue overflowed: plan again once it has drained (a plan sent into a
+        queue still full would only be dropped again). Adverts from the desired state; a Teardown
+        again if the peer is still held down; route refreshes once per peer and family."""
+        log.warning("speaker dropped %d queued commands (%s): planning again once its queue drained",
+                    len(ev.commands), ev.reason)
+        self.export.dropped_commands(ev.commands)
         for cmd in ev.commands:
-            if isinstance(cmd, Teardown) and cmd.peer in self.held_down:
-                again[cmd] = None
-            elif isinstance(cmd, RequestRouteRefresh):
-                again[cmd] = None
+            if isinstance(cmd, (Teardown, RequestRouteRefresh)):
+                self._resend[cmd] = None
             elif isinstance(cmd, str):
                 log.warning("dropped command not sent again: %s", cmd[:200])
+        if not self._replanning:
+            self._replanning = True
+            self._spawn(self._replan_when_drained())
+
+    async def _replan_when_drained(self) -> None:
+        try:
+            await self.speaker.drained()
+        finally:
+            self._replanning = False
+        self._send_exports(self.export.replan())
+        again, self._resend = self._resend, {}
         for cmd in again:
-            self.speaker.send(cmd)
+            if not isinstance(cmd, Teardown) or cmd.peer in self.held_down:
+                self.speaker.send(cmd)
 
     def _teardown(self, peer: str, now: float) -> None:
         if peer in self.held_down:

@@ -23,9 +23,9 @@ what ExaBGP holds for the prefix is now unknown: not announced, as far as the vi
 counted (`refused`), so the next reconcile of that peer (`set_desired`, `session_up`) announces
 the prefix again if it is desired and withdraws it if not; nothing is resent on the spot, since
 ExaBGP would refuse the same command the same way. Commands the speaker dropped at its queue bound
-(`dropped_commands(commands)`) are undone the same way and planned again at once: the returned commands
-bring ExaBGP to the desired state, End-of-RIB included when one was dropped (after the routes, as
-on session up).
+(`dropped_commands(commands)`) are undone the same way; `replan()`, called once the speaker's queue
+has drained, gives the commands that bring ExaBGP to the desired state, End-of-RIB included when
+one was dropped (after the routes, as on session up).
 
 Counters `announces` / `withdraws` per peer are exported as metrics.
 """
@@ -72,6 +72,7 @@ class ExportReconciler:
         self.withdraws: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()  # prefixes in commands ExaBGP answered "error"
         self.dropped: Counter[str] = Counter()  # prefixes in commands dropped by the speaker
+        self._replan: dict[str, set[Family]] = {}  # peer -> End-of-RIBs dropped, after a drop
 
     def configure(self, peer: str, local_as: int, ebgp: bool) -> None:
         self.local_as[peer] = (local_as, ebgp)
@@ -153,6 +154,7 @@ class ExportReconciler:
         self.up.clear()
         self.sent.clear()
         self.in_flight.clear()  # their answers died with the old ExaBGP
+        self._replan.clear()  # every session is announced in full when it comes up again
 
     # ---- what ExaBGP made of the commands ----
     def acked(self, command: Command | str, ok: bool) -> None:
@@ -164,24 +166,27 @@ class ExportReconciler:
             self.refused[command.peer] += len(prefixes)
             self._undo(command, prefixes)
 
-    def dropped_commands(self, commands: Iterable[Command | str]) -> list:
-        """The speaker dropped `commands` before ExaBGP saw them: undo them, and return what
-        brings ExaBGP to the desired state again (End-of-RIB last, for the peers whose End-of-RIB
-        was dropped)."""
-        peers: dict[str, set[Family]] = {}
+    def dropped_commands(self, commands: Iterable[Command | str]) -> None:
+        """The speaker dropped `commands` before ExaBGP saw them: undo them; `replan()` later
+        (once the speaker's queue has drained) gives what brings ExaBGP to the desired state."""
         for command in commands:
             if isinstance(command, AnnounceEor) and command.peer is not None:
-                peers.setdefault(command.peer, set()).add(command.family)
+                self._replan.setdefault(command.peer, set()).add(command.family)
             elif isinstance(command, (*_ANNOUNCES, *_WITHDRAWS)) and command.peer in self.sent:
                 prefixes = self._settle(command)
                 self.dropped[command.peer] += len(prefixes)
                 self._undo(command, prefixes)
-                peers.setdefault(command.peer, set())
+                self._replan.setdefault(command.peer, set())
+
+    def replan(self) -> list:
+        """The commands for what `dropped_commands` undid, for the peers still up: the differences,
+        then the End-of-RIBs that were dropped."""
         out = []
-        for peer, eors in peers.items():
+        for peer, eors in self._replan.items():
             if peer in self.up:
                 out += self._diff(peer)
                 out += [AnnounceEor(f, peer) for f in sorted(eors, key=lambda f: f.ip_version)]
+        self._replan.clear()
         return out
 
     def _settle(self, command) -> tuple[Prefix, ...]:

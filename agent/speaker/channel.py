@@ -8,10 +8,10 @@ connects to, whichever ExaBGP incarnation is on the other end:
 * the bound: the queue holds at most `max_queued` commands. `send()` on a full queue drops every
   queued command and reports them in one `CommandsDropped` event (then queues the new one). This
   happens only when ExaBGP is dead or far slower than the changes: the desired state lives with
-  the sender (the export reconciler), which plans again from it, so a slow ExaBGP gets the
-  latest state once instead of every intermediate step, and memory stays bounded. Nothing is
-  dropped silently: Teardowns and End-of-RIBs are in the event like the rest, for the sender to
-  send again.
+  the sender (the export reconciler), which plans again from it once the queue has drained
+  (`drained()`), so a slow ExaBGP gets the latest state once instead of every intermediate step,
+  and memory stays bounded. Nothing is dropped silently: Teardowns and End-of-RIBs are in the
+  event like the rest, for the sender to send again.
 * a new ExaBGP (`connected(first=False)`): what was queued for the previous one is dropped (and
   logged): the new process must get only what is planned after `SpeakerRestarted`, the full
   re-announcement, never old commands replayed before it.
@@ -80,6 +80,8 @@ class ApiChannel:
         self._queue: collections.deque[tuple[Command | str, str]] = collections.deque()
         self._in_flight: collections.deque[Command | str] = collections.deque()
         self._wake = asyncio.Event()
+        self._empty = asyncio.Event()  # nothing queued (written or dropped)
+        self._empty.set()
 
     # ---- commands ---------------------------------------------------------------------------------
 
@@ -95,12 +97,17 @@ class ApiChannel:
                         "again", len(dropped))
             self.put(CommandsDropped(dropped, "queue full"))
         self._queue.append((command, text))
+        self._empty.clear()
         self._wake.set()
 
     @property
     def pending(self) -> int:
         """Commands queued, not written yet."""
         return len(self._queue)
+
+    async def drained(self) -> None:
+        """Return once nothing is queued: written to ExaBGP, or dropped at a restart."""
+        await self._empty.wait()
 
     @property
     def in_flight(self) -> int:
@@ -118,6 +125,7 @@ class ApiChannel:
         log.warning("speaker: dropped %d commands queued for the previous ExaBGP (%s)", len(self._queue),
                     ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
         self._queue.clear()
+        self._empty.set()
 
     async def write(self, writer: asyncio.StreamWriter) -> None:
         """Send queued commands to `writer` until cancelled (or the connection fails)."""
@@ -132,6 +140,8 @@ class ApiChannel:
                 in_flight.append(command)
                 batch.append(text)
             if batch:
+                if not queue:
+                    self._empty.set()
                 writer.write(("\n".join(batch) + "\n").encode())
                 await writer.drain()
                 continue

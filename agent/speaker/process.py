@@ -120,6 +120,10 @@ class Speaker:
     def pending_commands(self) -> int:
         return self.channel.pending
 
+    async def drained(self) -> None:
+        """Return once no command is queued (all written to ExaBGP, or dropped at a restart)."""
+        await self.channel.drained()
+
     @property
     def dropped_commands(self) -> int:
         """Commands dropped at the queue bound or at a restart."""
