@@ -21,9 +21,9 @@ reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error``
 logged, and the prefix sent again at the next reconcile); `CommandsDropped` (the speaker's queue
 reached its bound) is undone in the reconciler at once and planned again once the speaker's queue
 has drained: the adverts from the desired state, a Teardown again if the peer is still held down,
-route refreshes once per peer and family. Export commands planned
-while an ExaBGP restart is not yet handled here (events of the dead process still queued) are not
-sent: the new process gets only the re-announcement that follows `SpeakerRestarted`.
+route refreshes once per peer and family. Export commands planned while an ExaBGP restart is not
+yet handled here (events of the dead process still queued) are not sent: the new process gets
+only the re-announcement that follows `SpeakerRestarted`.
 
 The read-only views (peers, adverts, explanations) are `agent.daemon.bgp_views.BgpViews`.
 
@@ -44,7 +44,9 @@ from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
 from ..export.reconciler import ExportReconciler
-from ..core.bgp import Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown
+from ..core.bgp import (
+    AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown,
+)
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
 from .bgp_views import BgpViews
@@ -309,7 +311,10 @@ class BgpRuntime(BgpViews):
         self.export.acked(ev.command, ev.ok)
         if not ev.ok:
             self.refused += 1
-            log.warning("ExaBGP refused a command: %s", _brief(ev.command))
+            # End-of-RIB and route refresh to a peer whose session is not up are refused routinely
+            quiet = isinstance(ev.command, (AnnounceEor, RequestRouteRefresh))
+            log.log(logging.DEBUG if quiet else logging.WARNING, "ExaBGP refused a command: %s",
+                    _brief(ev.command))
 
     def _dropped(self, ev: CommandsDropped) -> None:
         """The speaker's queue overflowed: plan again once it has drained (a plan sent into a
