@@ -27,19 +27,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testlab.netns import add_interface, ip, namespace  # noqa: E402
+from testlab.benchlab import finish, prefix_text  # noqa: E402
+from testlab.netns import add_interface, namespace  # noqa: E402
+from testlab.procstat import self_rss as rss  # noqa: E402
 
 GATEWAY = "10.0.0.1"
-
-
-def prefix_text(i: int) -> str:
-    """The i-th /24 out of 11.0.0.0/8 ... (up to 4M routes)."""
-    return f"{11 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}.0/24"
-
-
-def rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def child(mode: str, n: int) -> dict:
@@ -155,8 +147,7 @@ def main() -> int:
           f"ip -batch: {result['ref_s']}s ({result['ref_routes_per_s']}/s)")
     print(f"restart re-sync: {result['resync_s']}s, {result['resync_writes']} writes, "
           f"{result['resync_adopted']} adopted; RSS {result['rss_bytes_per_route']} bytes/route")
-    print(json.dumps(result))
-    return 0 if installed == n else 1
+    return finish(result, installed == n)
 
 
 if __name__ == "__main__":

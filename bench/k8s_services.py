@@ -21,7 +21,7 @@ Objects, all in the server before the agent starts:
 Measured (best of --repeat, fresh namespaces, server and receiver each time):
   (a) agent_s: from launching the agent process until the receiver has N routes imported over the
       session (`show protocols all n4`, "Routes: N imported", polled every 2 ms on a kept-open
-      control connection; `export.RouteCounter`). A breakdown from the agent's log (ms stamps) and
+      control connection; testlab/bird.py's `ImportCounter`). A breakdown from the agent's log (ms stamps) and
       the receiver's trace: "kubernetes: configuration of node" (initial LIST of the config + Node
       done, config built), "kubernetes: initial list of every resource done", session Established
       (receiver log), "ready: initial re-sync done" (the FIB sync gate: the receiver sends no
@@ -40,6 +40,11 @@ Measured (best of --repeat, fresh namespaces, server and receiver each time):
       from this process inside `peer`, before the agent starts: cold (the server serializes every
       item) and warm (the server's per-item cache; this is what the agent's LIST then gets).
 
+The lab (namespaces, the receiving BIRD, BIRD configs, launching the agent, the run loop) is
+testlab/benchlab.py, the receiver's route counter testlab/bird.py, /proc figures
+testlab/procstat.py; this file keeps what it measures: the objects, the API server's LIST, the
+changes and the report.
+
 ratio = agent_s / ref_s (both from launch). Output: human-readable lines, then as the last line one
 JSON object. --profile DIR adds one cProfile'd agent run (not timed) and prints its top functions.
 
@@ -52,45 +57,17 @@ import argparse
 import ipaddress
 import json
 import os
-import re
-import shutil
-import signal
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
-from bgp_learn import (  # noqa: E402
-    _read_pid,
-    _stop,
-    children,
-    established_at,
-    print_profile,
-    proc_cpu,
-    proc_rss_mib,
+from testlab.benchlab import (  # noqa: E402
+    HOLD_TIME, NODE_ADDR, NODE_AS, PEER_ADDR, PEER_AS, agent_log_times, agent_pids, common_options, finish,
+    keep_best, Lab, launch_agent, min_median, node_bird_config, notes, peer_bird_config, print_change_and_rss,
+    print_profile, profile_path, ratio, rounds, setup, work_directory, worst,
 )
-from export import (  # noqa: E402
-    HOLD_TIME,
-    NODE_ADDR,
-    NODE_AS,
-    PEER_ADDR,
-    PEER_AS,
-    Lab,
-    RouteCounter,
-    agent_log_times,
-    bird_command,
-    bird_connect,
-    bird_reply,
-    keep_best,
-)
+from testlab.procstat import cpu_s, rss_mib, usage  # noqa: E402
 
 RA = "routeagent.io/v1alpha1"
 NODE_NAME = "node-a"
@@ -140,16 +117,12 @@ def service_objects(n: int) -> list[dict]:
     return out
 
 
-def sender_bird_config(n: int) -> str:
-    """The reference sender: the same N VIPs as /32 static blackholes, exported to the receiver."""
-    from testlab.bird import bgp_protocol
-
-    routes = "\n".join(f"  route {vip(i)}/32 blackhole;" for i in range(n))
-    return (f"router id {NODE_ADDR};\nlog stderr {{ info, remote, warning, error, auth, fatal, bug }};\n"
-            "protocol device { scan time 10; }\n"
-            f"protocol static s4 {{\n  ipv4;\n{routes}\n}}\n"
-            + bgp_protocol("up", local=NODE_ADDR, local_as=NODE_AS, neighbor=PEER_ADDR, neighbor_as=PEER_AS,
-                           export={4: ""}, import_all=False, hold_time=HOLD_TIME, graceful_restart=False))
+def sender_bird_config(n: int, changes: int = 0) -> str:
+    """The reference sender: the same N VIPs as /32 static blackholes, exported to the receiver;
+    with `changes`, that many more static protocols of one route each (one per change)."""
+    return node_bird_config([f"{vip(i)}/32 blackhole" for i in range(n)]) + "".join(
+        f"protocol static c{j} {{ ipv4; route {ipaddress.IPv4Address(CHANGE_BASE + j)}/32 blackhole; }}\n"
+        for j in range(changes))
 
 
 def start_server(ns: str, objects: list[dict], stack):
@@ -200,17 +173,44 @@ def list_seconds(api, ns: str) -> dict:
 # ------------------------------------------------------------------------------------------------
 # one run
 
+def agent_marks(log_path: str, t_launch: float) -> dict:
+    """The agent's steps from its log, in seconds from launch."""
+    marks = {}
+    for key, text in (("config_built_s", "kubernetes: configuration of node"),
+                      ("k8s_synced_s", "kubernetes: initial list of every resource done"),
+                      ("ready_s", "ready: initial re-sync done")):
+        times = agent_log_times(log_path, text, t_launch)
+        if times:
+            marks[key] = round(times[0] - t_launch, 3)
+    return marks
+
+
+def one_change(kind: str, k: int, n: int, api, sender, counter, timeout: float) -> tuple[float, str]:
+    """Change `k`: a new Service + its EndpointSlice (Service first) into the server, or one static
+    route more at the sending BIRD; its time until the receiver has N+k+1, and the new prefix."""
+    counter.expect(n + k + 1)
+    new = f"{ipaddress.IPv4Address(CHANGE_BASE + k)}/32"
+    if kind == "agent":
+        s, e = service_pair(f"chg-{k}", new[:-3], str(ipaddress.IPv4Address(CLUSTER_BASE + n + k)),
+                            f"10.244.1.{k % 250 + 2}")
+        t0 = time.time()
+        api.put(s)
+        api.put(e)
+    else:
+        t0, _ = sender.timed_configure(sender_bird_config(n, k + 1))
+    return counter.wait(timeout) - t0, new
+
+
 def run_one(kind: str, n: int, workdir: str, timeout: float, changes: int = 3,
             profile: str | None = None, measure_list: bool = False) -> dict:
     """One measurement of `kind` (agent | bird) in fresh namespaces."""
     from contextlib import ExitStack
 
-    from testlab.bird import Bird
+    from testlab.bird import Bird, ImportCounter
 
     with ExitStack() as stack:
-        lab = Lab(os.path.join(workdir, "lab"), stack)
+        lab = Lab(os.path.join(workdir, "lab"), stack, peer_bird_config(), tag="ks")
         res: dict = {"kind": kind, "n": n}
-        pids: dict[str, int] = {"receiver_bird": lab.receiver.proc.pid}
         proc = sender = api = None
         log_path = os.path.join(workdir, f"{kind}.log")
         if kind == "agent":
@@ -218,25 +218,17 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, changes: int = 3,
             if measure_list:
                 res["list"] = list_seconds(api, lab.peer)
             kubeconfig = api.kubeconfig(os.path.join(workdir, "kubeconfig"))
-            wrap = ["-m", "cProfile", "-o", profile] if profile else []
-            argv = ["ip", "netns", "exec", lab.node, sys.executable, *wrap, "-m", "agent", "run",
-                    "--kubernetes", "--kubeconfig", kubeconfig, "--node-name", NODE_NAME,
-                    "--state-dir", os.path.join(workdir, "state")]
-            log = stack.enter_context(open(log_path, "ab"))
             me0 = os.times()
-            t_launch = time.time()
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                    env=dict(os.environ, PYTHONUNBUFFERED="1"))
-            stack.callback(_stop, proc)
-            pids["agent"] = proc.pid
+            proc, t_launch = launch_agent(lab.node, ["--kubernetes", "--kubeconfig", kubeconfig, "--node-name",
+                                                     NODE_NAME, "--state-dir", os.path.join(workdir, "state")],
+                                          log_path, stack, profile)
         else:
             me0 = os.times()
             t_launch = time.time()
             sender = Bird(lab.node, os.path.join(workdir, "sender"), sender_bird_config(n))
             stack.callback(sender.close)
-            pids["sender_bird"] = sender.proc.pid
 
-        counter = RouteCounter(str(lab.receiver.sock), [str(sender.sock)] if sender else [])
+        counter = ImportCounter(str(lab.bird.sock), [str(sender.sock)] if sender else [])
         counter.expect(n)
         counter.start()
         stack.callback(counter.close)
@@ -250,106 +242,44 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, changes: int = 3,
             raise
         me1 = os.times()
         res["seconds"] = t_end - t_launch
-        ups = established_at(str(lab.receiver.log))
+        ups = lab.bird.established_at("n4")
         if not ups:
             raise RuntimeError("the receiver never logged its session as Established")
         res["sessions"] = len(ups)
         res["established_s"] = ups[0] - t_launch
         res["from_established_s"] = t_end - ups[0]
         res["bench_process_cpu_s"] = round((me1.user + me1.system) - (me0.user + me0.system), 2)
+        figures = usage(agent_pids(proc.pid, os.path.join(workdir, "state")) if kind == "agent"
+                        else {"sender_bird": [sender.proc.pid]})
+        res.update({k: v for k, v in figures.items() if k.endswith("_rss_mib")})
+        res["cpu_s"] = {k[:-6]: v for k, v in figures.items() if k.endswith("_cpu_s")}
         if kind == "agent":
-            exa = _read_pid(os.path.join(workdir, "state", "speaker", "exabgp.pid"))
-            relay = children(exa) if exa else []
-            pids["exabgp"] = exa or 0
-            res["agent_rss_mib"] = round(proc_rss_mib(proc.pid), 1)
-            res["exabgp_rss_mib"] = round(proc_rss_mib(exa), 1)
-            res["relay_rss_mib"] = round(sum(proc_rss_mib(p) for p in relay), 1)
-            res["cpu_s"] = {"agent": round(proc_cpu(proc.pid), 2), "exabgp": round(proc_cpu(exa), 2),
-                            "relay": round(sum(proc_cpu(p) for p in relay), 2)}
-            marks = {}
-            for key, text in (("config_built_s", "kubernetes: configuration of node"),
-                              ("k8s_synced_s", "kubernetes: initial list of every resource done"),
-                              ("ready_s", "ready: initial re-sync done")):
-                times = agent_log_times(log_path, text, t_launch)
-                if times:
-                    marks[key] = round(times[0] - t_launch, 3)
-            res["marks"] = marks
-        else:
-            res["sender_bird_rss_mib"] = round(proc_rss_mib(sender.proc.pid), 1)
-            res["cpu_s"] = {"sender_bird": round(proc_cpu(sender.proc.pid), 2)}
-        res["cpu_s"]["receiver_bird"] = round(proc_cpu(lab.receiver.proc.pid), 2)
-        out = bird_command(str(lab.receiver.sock), "show route count")
-        m = re.search(r"(\d+) of (\d+) routes", out)
-        res["route_count"] = int(m.group(1)) if m else -1
+            res["marks"] = agent_marks(log_path, t_launch)
+        res["cpu_s"]["receiver_bird"] = round(cpu_s([lab.bird.proc.pid]), 2)
+        res["route_count"] = lab.bird.route_count()
         # ---- (c) changes: one new Service (+ slice) each / one more static route
         if changes > 0:
             time.sleep(1.0)  # let everything go idle (status writes, ExaBGP's acks)
             res["changes_s"] = []
             for k in range(changes):
-                counter.expect(n + k + 1)
-                if kind == "agent":
-                    name = f"chg-{k}"
-                    lb = str(ipaddress.IPv4Address(CHANGE_BASE + k))
-                    s, e = service_pair(name, lb, str(ipaddress.IPv4Address(CLUSTER_BASE + n + k)),
-                                        f"10.244.1.{k % 250 + 2}")
-                    t0 = time.time()
-                    api.put(s)
-                    api.put(e)
-                    t_end = counter.wait(timeout)
-                    new = f"{lb}/32"
-                else:
-                    new = f"{ipaddress.IPv4Address(CHANGE_BASE + k)}/32"
-                    text = sender_bird_config(n) + "".join(
-                        f"protocol static c{j} {{ ipv4; route {ipaddress.IPv4Address(CHANGE_BASE + j)}/32 blackhole; }}\n"
-                        for j in range(k + 1))
-                    sender.conf.write_text(text)
-                    conn = bird_connect(str(sender.sock))
-                    try:
-                        t0 = time.time()
-                        conn.sendall(b"configure\n")
-                        reply = bird_reply(conn, bytearray()).decode(errors="replace")
-                    finally:
-                        conn.close()
-                    if "Reconfigured" not in reply and "Reconfiguration in progress" not in reply:
-                        raise RuntimeError(f"birdc configure: {reply}")
-                    t_end = counter.wait(timeout)
-                res["changes_s"].append(t_end - t0)
-                out = bird_command(str(lab.receiver.sock), f"show route for {new}")
+                seconds, new = one_change(kind, k, n, api, sender, counter, timeout)
+                res["changes_s"].append(seconds)
+                out = lab.bird.command(f"show route for {new}")
                 if new.split("/")[0] not in out or "Network not found" in out:
                     raise RuntimeError(f"{new} not at the receiver after the change: {out}")
                 time.sleep(CHANGE_PAUSE)
-            res["change_s"] = min(res["changes_s"])
-            res["change_median_s"] = statistics.median(res["changes_s"])
+            res["change_s"], res["change_median_s"] = min_median(res["changes_s"])
             if kind == "agent":
-                res["agent_rss_after_changes_mib"] = round(proc_rss_mib(proc.pid), 1)
-        counter.close()
-        res["polls"], res["poll_error"] = counter.polls, counter.error
-        if kind == "agent" and profile:
-            _stop(proc)  # SIGTERM: the agent exits normally and cProfile writes its file
+                res["agent_rss_after_changes_mib"] = round(rss_mib([proc.pid]), 1)
+        res.update(counter.close())
     return res
-
-
-def print_cumulative(path: str, top: int = 25) -> None:
-    """The agent's own functions by cumulative time (where the main thread's time goes)."""
-    import io
-    import pstats
-
-    out = io.StringIO()
-    stats = pstats.Stats(path, stream=out)
-    stats.sort_stats("cumulative").print_stats(r"/agent/", top)
-    print("\n".join(l for l in out.getvalue().splitlines() if l.strip())[:12000])
 
 
 def describe(r: dict) -> str:
     cpu = ", ".join(f"{k} {v:.2f}s" for k, v in r["cpu_s"].items())
-    note = "" if r["sessions"] == 1 else f" [session came up {r['sessions']} times]"
-    if r.get("poll_error"):
-        note += f" [poller: {r['poll_error']}]"
-    if r.get("route_count", r["n"]) < r["n"]:
-        note += f" [receiver shows {r['route_count']} routes]"
     line = (f"  {r['kind']:<6} {r['n']:>7} VIPs: {r['seconds']:7.3f}s from launch "
             f"(Established at {r['established_s']:.3f}s, then {r['from_established_s']:.3f}s)  "
-            f"cpu: {cpu}, this process {r['bench_process_cpu_s']:.2f}s{note}")
+            f"cpu: {cpu}, this process {r['bench_process_cpu_s']:.2f}s{notes(r)}")
     if r.get("marks"):
         m = r["marks"]
         steps = [("config built", m.get("config_built_s")), ("all listed", m.get("k8s_synced_s")),
@@ -366,80 +296,28 @@ def describe(r: dict) -> str:
     return line
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=10000, help="LoadBalancer Services (each with an EndpointSlice)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs of agent and reference; the best counts")
-    ap.add_argument("--changes", type=int, default=5, help="single-Service changes per run; the best counts")
-    ap.add_argument("--timeout", type=float, default=300, help="deadline of one measurement, seconds")
-    ap.add_argument("--only", default="agent,bird", help="runs to do (comma list)")
-    ap.add_argument("--no-list", action="store_true", help="skip the LIST timing of the API server")
-    ap.add_argument("--profile", metavar="DIR", help="also run the agent once under cProfile (not timed)")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, configs)")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("k8s_services: needs root (network namespaces)", file=sys.stderr)
-        return 2
+def describe_list(r: dict) -> str:
+    listing, n = r["list"], r["n"]
+    return (f"  test API server: {2 * n + 4} objects put in {r['put_s']:.2f}s; LIST through the "
+            f"kubernetes client (raw + json.loads), cold/warm: Services "
+            f"{listing['services_cold_s']:.3f}/{listing['services_warm_s']:.3f}s "
+            f"({listing['services_mib']} MiB), EndpointSlices {listing['endpointslices_cold_s']:.3f}/"
+            f"{listing['endpointslices_warm_s']:.3f}s ({listing['endpointslices_mib']} MiB)")
 
-    def terminate(signum, frame):  # SIGTERM/SIGHUP: unwind, so every run's cleanup happens
-        raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGHUP, terminate)
+def report(args, best: dict, best_change: dict, runs: list[dict], listing: dict) -> dict:
+    """The summary lines and the result object (the last line)."""
     n = args.n
-    kinds = [k for k in ("agent", "bird") if k in args.only.split(",")]
-    workdir = tempfile.mkdtemp(prefix="k8s-services-bench-")
-    best: dict[str, dict] = {}
-    best_change: dict[str, dict] = {}
-    runs: list[dict] = []
-    listing: dict = {}
-    ok = True
-    try:
-        print(f"k8s_services: {n} LoadBalancer Services (externalTrafficPolicy Local, one ready local "
-              f"endpoint each) -> VIPs at a BIRD peer; time from launch to N at the receiver; best of {args.repeat}")
-        for rep in range(args.repeat):
-            for kind in kinds:  # interleaved, so slow drifts of the machine hit all alike
-                d = os.path.join(workdir, f"{kind}-{rep}")
-                r = run_one(kind, n, d, args.timeout, args.changes,
-                            measure_list=(kind == "agent" and rep == 0 and not args.no_list))
-                runs.append(r)
-                if r.get("list"):
-                    listing = r["list"]
-                    print(f"  test API server: {2 * n + 4} objects put in {r['put_s']:.2f}s; LIST through the "
-                          f"kubernetes client (raw + json.loads), cold/warm: Services "
-                          f"{listing['services_cold_s']:.3f}/{listing['services_warm_s']:.3f}s "
-                          f"({listing['services_mib']} MiB), EndpointSlices {listing['endpointslices_cold_s']:.3f}/"
-                          f"{listing['endpointslices_warm_s']:.3f}s ({listing['endpointslices_mib']} MiB)")
-                print(describe(r), flush=True)
-                ok &= keep_best(best, best_change, kind, r, n)
-                if not args.keep:
-                    shutil.rmtree(d, ignore_errors=True)
-        if args.profile:
-            os.makedirs(args.profile, exist_ok=True)
-            path = os.path.abspath(os.path.join(args.profile, "agent-k8s-services.prof"))
-            k = max(args.changes, 20)
-            r = run_one("agent", n, os.path.join(workdir, "profile"), args.timeout, k, profile=path)
-            print(f"cProfile of the agent's main thread (reflector threads are not profiled), {n} Services "
-                  f"then {k} single-Service changes (not timed; {r['seconds']:.2f}s to N under the profiler, "
-                  f"changes {r['change_median_s'] * 1000:.0f} ms median): {path}")
-            print_profile(path)
-            print_cumulative(path)
-    finally:
-        if args.keep:
-            print(f"work directory kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-
     a, b = best.get("agent"), best.get("bird")
     ca, cb = best_change.get("agent"), best_change.get("bird")
     result: dict = {"bench": "k8s_services", "n": n, "routes": "N VIPs (no pod CIDR)", "repeat": args.repeat,
                     "agent_s": round(a["seconds"], 3) if a else None,
                     "ref": "bird static -> bird (from launch)", "ref_s": round(b["seconds"], 3) if b else None}
     if a and b:
-        result["ratio"] = round(a["seconds"] / b["seconds"], 3)
+        result["ratio"] = ratio(a["seconds"], b["seconds"])
     if a:
         result["agent_from_established_s"] = round(a["from_established_s"], 3)
-        result.update({k: v for k, v in a.get("marks", {}).items()})
+        result.update(a.get("marks", {}))
         result["established_s"] = round(a["established_s"], 3)
     if b:
         result["ref_from_established_s"] = round(b["from_established_s"], 3)
@@ -447,14 +325,12 @@ def main() -> int:
     result["ref_change_s"] = round(cb["change_s"], 4) if cb else None
     agents = [r for r in runs if r["kind"] == "agent"]
     if agents:
-        result["agent_rss_mib"] = max(r["agent_rss_mib"] for r in agents)
-        result["exabgp_rss_mib"] = max(r["exabgp_rss_mib"] for r in agents)
-        result["relay_rss_mib"] = max(r["relay_rss_mib"] for r in agents)
+        result.update(worst(agents, "agent_rss_mib", "exabgp_rss_mib", "relay_rss_mib"))
         result["agent_cpu_s"] = a["cpu_s"]["agent"]
         result["exabgp_cpu_s"] = a["cpu_s"]["exabgp"]
-        after = [r["agent_rss_after_changes_mib"] for r in agents if "agent_rss_after_changes_mib" in r]
+        after = [r for r in agents if "agent_rss_after_changes_mib" in r]
         if after:
-            result["agent_rss_after_changes_mib"] = max(after)
+            result.update(worst(after, "agent_rss_after_changes_mib"))
     if listing:
         result["list_services_s"] = listing["services_warm_s"]
         result["list_endpointslices_s"] = listing["endpointslices_warm_s"]
@@ -463,15 +339,50 @@ def main() -> int:
     if "ratio" in result:
         line += f"; agent/BIRD {result['ratio']}"
     print(f"{n} Services: {line}")
-    if ca or cb:
-        print("one change with N announced: " + ", ".join(
-            f"{name} {r['change_s'] * 1000:.1f} ms" for name, r in (("agent (new Service+slice)", ca),
-                                                                  ("BIRD (configure)", cb)) if r))
-    if agents:
-        print(f"RSS with {n} Services announced: agent {result['agent_rss_mib']} MiB, its ExaBGP "
-              f"{result['exabgp_rss_mib']} MiB (+ relay {result['relay_rss_mib']} MiB)")
-    print(json.dumps(result))
-    return 0 if ok else 1
+    print_change_and_rss([("agent (new Service+slice)", ca), ("BIRD (configure)", cb)],
+                         result if agents else None, f"{n} Services")
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10000, help="LoadBalancer Services (each with an EndpointSlice)")
+    ap.add_argument("--changes", type=int, default=5, help="single-Service changes per run; the best counts")
+    ap.add_argument("--no-list", action="store_true", help="skip the LIST timing of the API server")
+    common_options(ap, runs_of="agent and reference", only="agent,bird", only_help="runs to do (comma list)",
+                   profile_help="also run the agent once under cProfile (not timed)")
+    args = ap.parse_args()
+    if not setup("k8s_services"):
+        return 2
+    n = args.n
+    kinds = [k for k in ("agent", "bird") if k in args.only.split(",")]
+    best: dict[str, dict] = {}
+    best_change: dict[str, dict] = {}
+    runs: list[dict] = []
+    listing: dict = {}
+    ok = True
+    with work_directory("k8s-services-bench-", args.keep) as workdir:
+        print(f"k8s_services: {n} LoadBalancer Services (externalTrafficPolicy Local, one ready local "
+              f"endpoint each) -> VIPs at a BIRD peer; time from launch to N at the receiver; best of {args.repeat}")
+        for rep, kind, d in rounds(workdir, args.repeat, [(k, k) for k in kinds], args.keep):
+            r = run_one(kind, n, d, args.timeout, args.changes,
+                        measure_list=(kind == "agent" and rep == 0 and not args.no_list))
+            runs.append(r)
+            if r.get("list"):
+                listing = r["list"]
+                print(describe_list(r))
+            print(describe(r), flush=True)
+            ok &= keep_best(best, best_change, kind, r, n)
+        if args.profile:
+            path = profile_path(args.profile, "agent-k8s-services.prof")
+            k = max(args.changes, 20)
+            r = run_one("agent", n, os.path.join(workdir, "profile"), args.timeout, k, profile=path)
+            print(f"cProfile of the agent's main thread (reflector threads are not profiled), {n} Services "
+                  f"then {k} single-Service changes (not timed; {r['seconds']:.2f}s to N under the profiler, "
+                  f"changes {r['change_median_s'] * 1000:.0f} ms median): {path}")
+            print_profile(path)
+            print_profile(path, sort="cumulative", restrict=r"/agent/")  # where the main thread's time goes
+    return finish(report(args, best, best_change, runs, listing), ok)
 
 
 if __name__ == "__main__":

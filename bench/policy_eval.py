@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.core.model import BgpAttrs, Prefix  # noqa: E402
-from agent.policy.engine import PeerInfo, compile_policies  # noqa: E402
+from agent.policy.engine import PeerInfo, compile_policies
 from agent.config.policy import RoutePolicy  # noqa: E402
 
 imp = importlib.import_module("agent.import")

@@ -23,10 +23,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+from testlab.benchlab import finish  # noqa: E402
+from testlab.procstat import self_rss as rss  # noqa: E402
 
 
 def agent_side(n: int) -> dict:
@@ -81,10 +79,9 @@ def main() -> int:
     ours = out["agent"]["bytes"] / n
     ref = out["reference"]["bytes"] / n
     print(f"agent RIB + FIB state: {ours:.0f} bytes/route; naive dict of ip_network: {ref:.0f} bytes/route")
-    print(json.dumps({"bench": "rib_memory", "n": n, "agent_bytes_per_route": round(ours, 1),
-                      "ref": "dict[ip_network, tuple]", "ref_bytes_per_route": round(ref, 1),
-                      "ratio": round(ours / ref, 3)}))
-    return 0
+    return finish({"bench": "rib_memory", "n": n, "agent_bytes_per_route": round(ours, 1),
+                   "ref": "dict[ip_network, tuple]", "ref_bytes_per_route": round(ref, 1),
+                   "ratio": round(ours / ref, 3)})
 
 
 if __name__ == "__main__":

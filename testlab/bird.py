@@ -9,14 +9,28 @@ configure``; `protocol_state(name)` reads ``show protocols`` (``Established``, `
 
 `bgp_protocol()` writes one ``protocol bgp`` block for the common cases of the tests (channel
 per family, export filter body, graceful restart, MD5 password, passive, ports).
+
+The control socket without a birdc process (what benchmarks use, so that polling costs no
+fork/exec on the measured cores): `connect(path)`, `read_reply(conn)`, `command(path, text)`;
+`Bird.command`, `Bird.route_count()`, `Bird.timed_configure(text)` (the moment ``configure`` was
+sent and answered), `Bird.established_at(name)` (session-up times from a trace log written with
+``timeformat log "%F %T.%6f"`` and ``debug { states }``). `Poker` sends ``show status`` to BIRDs
+every few tens of ms: BIRD can hold back its last UPDATE for up to ~3 s while idle (design.md,
+section 5), and a request on its control socket wakes it up. `ImportCounter` polls one BIRD's
+imported-route count of a protocol on a kept-open connection (pokes others meanwhile) and tells
+when it reaches a target.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
+import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 BIRD = os.environ.get("BIRD", "/usr/sbin/bird")
@@ -75,6 +89,42 @@ class Bird:
 
     def routes(self, table: str = "master4") -> str:
         return self.cmd("show", "route", "all", "table", table)
+
+    def command(self, text: str) -> str:
+        """One request on the control socket, without a birdc process."""
+        return command(str(self.sock), text)
+
+    def route_count(self) -> int:
+        """Routes in the master table (``show route count``), -1 when unreadable."""
+        m = re.search(r"(\d+) of (\d+) routes", self.command("show route count"))
+        return int(m.group(1)) if m else -1
+
+    def timed_configure(self, config: str) -> tuple[float, float]:
+        """Rewrite the config and send ``configure`` on the control socket: wall-clock times of the
+        request and of BIRD's answer."""
+        self.conf.write_text(config)
+        conn = connect(str(self.sock))
+        try:
+            t_sent = time.time()
+            conn.sendall(b"configure\n")
+            reply = read_reply(conn).decode(errors="replace")
+            t_answered = time.time()
+        finally:
+            conn.close()
+        if "Reconfigured" not in reply and "Reconfiguration in progress" not in reply:
+            raise RuntimeError(f"birdc configure: {reply}")
+        return t_sent, t_answered
+
+    def established_at(self, protocol: str) -> list[float]:
+        """Wall-clock times at which `protocol` reached Established, from the trace log (needs
+        ``timeformat log "%F %T.%6f"`` and ``debug { states }``)."""
+        out = []
+        with open(self.log, errors="replace") as f:
+            for line in f:
+                if f"{protocol}: State changed to up" in line:
+                    stamp = " ".join(line.split()[:2])
+                    out.append(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f").timestamp())
+        return out
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -160,3 +210,149 @@ def base_config(router_id: str, static4: list[str] = (), static6: list[str] = ()
     if extra:
         out.append(extra)
     return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# the control socket, without birdc
+
+
+def read_reply(conn: socket.socket, buf: bytearray | None = None) -> bytes:
+    """Read one complete control-socket reply: its last line is ``DDDD text`` (continuation lines
+    use ``DDDD-`` or a leading space). `buf` is reused scratch space."""
+    buf = bytearray() if buf is None else buf
+    buf.clear()
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("BIRD closed its control socket")
+        buf += chunk
+        end = buf.rfind(b"\n", 0, len(buf) - 1) + 1
+        if buf.endswith(b"\n") and re.match(rb"\d{4} ", buf[end:]):
+            return bytes(buf)
+
+
+def connect(path: str) -> socket.socket:
+    """A control connection, past BIRD's greeting ("0001 BIRD ... ready.")."""
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.settimeout(30)
+    c.connect(path)
+    read_reply(c)
+    return c
+
+
+def command(path: str, text: str) -> str:
+    c = connect(path)
+    try:
+        c.sendall(text.encode() + b"\n")
+        return read_reply(c).decode(errors="replace")
+    finally:
+        c.close()
+
+
+def poke(conns: list[socket.socket], buf: bytearray | None = None) -> None:
+    """``show status`` on each open control connection (what wakes an idle BIRD up)."""
+    for c in conns:
+        c.sendall(b"show status\n")
+        read_reply(c, buf)
+
+
+class _Talker(threading.Thread):
+    """A thread that talks to BIRDs on kept-open control connections (`talk`) until `close()`;
+    what stopped it early is in `error` (reported with the result; the run goes on)."""
+
+    def __init__(self, name: str, socks: list[str]) -> None:
+        super().__init__(daemon=True, name=name)
+        self.socks = socks
+        self.stop = threading.Event()
+        self.error = ""
+
+    def talk(self, conns: list[socket.socket], buf: bytearray) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        conns: list[socket.socket] = []
+        try:
+            for path in self.socks:
+                conns.append(connect(path))
+            self.talk(conns, bytearray())
+        except Exception as exc:  # noqa: BLE001  (reported with the result)
+            self.error = repr(exc)
+        finally:
+            for c in conns:
+                c.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(35)
+
+
+class Poker(_Talker):
+    """Sends ``show status`` on each BIRD control socket in `socks` every `interval` seconds;
+    `count`: rounds done."""
+
+    def __init__(self, socks: list[str], interval: float = 0.02) -> None:
+        super().__init__("bird-poker", list(socks))
+        self.interval = interval
+        self.count = 0
+
+    def talk(self, conns: list[socket.socket], buf: bytearray) -> None:
+        while not self.stop.wait(self.interval):
+            poke(conns, buf)
+            self.count += 1
+
+
+class ImportCounter(_Talker):
+    """Polls ``show protocols all PROTOCOL`` ("Routes: N imported", O(1) in BIRD, no table walk)
+    on a kept-open connection to `sock` every `interval` seconds, and sends ``show status`` to each
+    of `poke` every `poke_every` polls. `expect(n)` arms it; `wait(timeout)` returns the wall-clock
+    time a reply first showed >= n imported routes. `on_up()` is called when the session is first
+    seen Established (`up_seen`: when). `close()` returns ``polls`` and ``poll_error``."""
+
+    def __init__(self, sock: str, poke: list[str] = (), on_up=None, *, protocol: str = "n4",
+                 interval: float = 0.002, poke_every: int = 10) -> None:
+        super().__init__("import-counter", [sock, *poke])
+        self.on_up = on_up
+        self.query = f"show protocols all {protocol}\n".encode()
+        self.interval, self.poke_every = interval, poke_every
+        self.lock = threading.Lock()
+        self.reached = threading.Event()
+        self.target: int | None = None
+        self.t_reached = self.up_seen = 0.0
+        self.count = self.polls = 0
+
+    def expect(self, n: int) -> None:
+        with self.lock:
+            self.reached.clear()
+            self.t_reached = 0.0
+            self.target = n
+
+    def wait(self, timeout: float) -> float:
+        if not self.reached.wait(timeout):
+            raise TimeoutError(f"receiver has {self.count} routes, expected {self.target}, after {timeout}s"
+                               + (f" (poller: {self.error})" if self.error else ""))
+        return self.t_reached
+
+    def talk(self, conns: list[socket.socket], buf: bytearray) -> None:
+        recv, pokes = conns[0], conns[1:]
+        imported = re.compile(rb"Routes:\s+(\d+) imported")
+        while not self.stop.wait(self.interval):
+            recv.sendall(self.query)
+            reply = read_reply(recv, buf)
+            t = time.time()
+            m = imported.search(reply)
+            self.count = count = int(m.group(1)) if m else 0
+            self.polls += 1
+            if not self.up_seen and b"Established" in reply:
+                self.up_seen = t
+                if self.on_up is not None:
+                    self.on_up()
+            with self.lock:
+                if self.target is not None and not self.reached.is_set() and count >= self.target:
+                    self.t_reached = t
+                    self.reached.set()
+            if pokes and self.polls % self.poke_every == 0:
+                poke(pokes, buf)
+
+    def close(self) -> dict:
+        super().close()
+        return {"polls": self.polls, "poll_error": self.error}

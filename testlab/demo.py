@@ -16,7 +16,7 @@ import tempfile
 
 from testlab.netns import add_interface, api_get, ip, namespace, sh, start_agent, wait_for
 
-SAMPLE = os.path.join(os.path.dirname(__file__), "samples", "standalone.yaml")
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agent", "samples", "standalone.yaml")
 
 
 def _converged(ns: str):

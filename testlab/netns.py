@@ -1,7 +1,9 @@
 """Helpers to run commands in network namespaces (used by the demo, the netns tests and benchmarks).
 
 DOC: thin wrappers over `ip netns` and `ip -n`: create a namespace with loopback up, run a command
-inside it, poll a condition with a deadline, and always delete the namespace afterwards.
+inside it, poll a condition with a deadline, and always delete the namespace afterwards;
+`sysctl(ns, ...)`, `veth_between(...)` (a link from one namespace to another, carrier up), the
+argv/process of the agent run inside a namespace, its API, a thread inside a namespace.
 """
 
 from __future__ import annotations
@@ -41,6 +43,24 @@ def add_interface(ns: str, name: str, *addresses: str) -> None:
     ip(ns, "link", "set", name, "up")
 
 
+def veth_between(ns: str, dev: str, addr: str, peer_ns: str, peer_dev: str, peer_addr: str,
+                 timeout: float = 10.0) -> None:
+    """A veth pair `dev` (in `ns`) <-> `peer_dev` (in `peer_ns`) with one address each, both up;
+    returns once `dev` has its carrier (up to ~1 s after ``link set up``: the kernel's linkwatch)."""
+    ip(ns, "link", "add", dev, "type", "veth", "peer", "name", peer_dev, "netns", peer_ns)
+    ip(ns, "addr", "add", addr, "dev", dev)
+    ip(peer_ns, "addr", "add", peer_addr, "dev", peer_dev)
+    ip(peer_ns, "link", "set", peer_dev, "up")
+    ip(ns, "link", "set", dev, "up")
+    wait_for(lambda: ip_json(ns, "link", "show", dev)[0].get("operstate") == "UP", timeout, 0.02,
+             what=f"veth {dev} in {ns}")
+
+
+def sysctl(ns: str, *settings: str) -> None:
+    """``sysctl -w`` each ``key=value`` of `settings` inside `ns`."""
+    sh("sysctl", "-qw", *settings, ns=ns)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 
@@ -56,7 +76,7 @@ def namespace(prefix: str = "ra-"):
     name = unique(prefix)
     sh("ip", "netns", "add", name)
     try:
-        sh("sysctl", "-qw", *NO_DAD, ns=name)
+        sysctl(name, *NO_DAD)
         ip(name, "link", "set", "lo", "up")
         yield name
     finally:
@@ -100,9 +120,10 @@ def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float 
         time.sleep(interval)
 
 
-def agent_cmd(ns: str, *args: str) -> list[str]:
-    """The argv that runs `route-agent ARGS` inside namespace `ns` with this interpreter."""
-    return ["ip", "netns", "exec", ns, sys.executable, "-m", "agent", *args]
+def agent_cmd(ns: str, *args: str, python_args: tuple[str, ...] = ()) -> list[str]:
+    """The argv that runs `route-agent ARGS` inside namespace `ns` with this interpreter (given
+    `python_args` first, e.g. ``("-m", "cProfile", "-o", PATH)``)."""
+    return ["ip", "netns", "exec", ns, sys.executable, *python_args, "-m", "agent", *args]
 
 
 def start_agent(ns: str, config: str, *extra: str, log_path: str | None = None) -> subprocess.Popen:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from agent.config.base import distances
+from agent.config.resolve import distances
 from agent.config.loader import load_text
 from agent.daemon.bgp import BgpRuntime
 

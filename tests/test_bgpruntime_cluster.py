@@ -8,9 +8,9 @@ import asyncio
 import pytest
 
 from agent.daemon import bgp as bgpruntime
-from agent.config.base import distances
+from agent.config.resolve import distances
 from agent.core.model import BgpAttrs, Prefix, Update
-from agent.policy.engine import Reason
+from agent.policy.verdict import Reason
 from agent.core.bgp import RequestRouteRefresh
 from tests.bgpruntime_lab import recording_runtime, tor1_config
 

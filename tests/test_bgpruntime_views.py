@@ -4,7 +4,7 @@ import importlib
 import json
 
 from agent.daemon.bgp import BgpRuntime
-from agent.config.base import distances
+from agent.config.resolve import distances
 from agent.config.loader import load_text
 from agent.core.model import Prefix
 

@@ -11,18 +11,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from agent.config.base import (
-    AgentConfig,
-    Config,
-    Metadata,
-    NextHopSpec,
-    StaticRoute,
-    StaticRoutes,
-    StaticRoutesSpec,
-    distances,
-    fib_settings,
-    static_candidates,
-)
+from agent.config.agentconfig import AgentConfig
+from agent.config.base import Metadata
+from agent.config.resolve import Config, distances, fib_settings, static_candidates
+from agent.config.static import NextHopSpec, StaticRoute, StaticRoutes, StaticRoutesSpec
 from agent.config.loader import (
     ConfigError,
     Problem,
@@ -133,9 +125,33 @@ def test_canonical_text_is_stored():
     assert route.next_hops[0].gateway == "2001:db8:ffff::1"
 
 
-@pytest.mark.parametrize("text", ["", "# nothing\n", "---\n---\n"])
-def test_empty_configuration_means_defaults(text):
-    config = load_text(text)
+@pytest.mark.parametrize("text", ["", "# nothing\n", "---\n---\n", "---\n", "null\n", "~\n---\nnull\n"])
+def test_an_empty_configuration_is_refused(text):
+    """Issue 12: an editor or `>` truncating the file must not delete every route."""
+    with pytest.raises(ConfigError) as info:
+        load_text(text, "cfg.yaml")
+    (problem,) = info.value.problems
+    assert problem.file == "cfg.yaml" and problem.message.startswith("no configuration objects")
+    assert "AgentConfig" in problem.message  # says how to run with nothing on purpose
+
+
+def test_an_empty_file_or_directory_is_refused(tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("")
+    with pytest.raises(ConfigError, match="no configuration objects"):
+        load_path(cfg)
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.yaml").write_text("---\n")
+    with pytest.raises(ConfigError, match="no configuration objects"):
+        load_path(d)
+    err = io.StringIO()
+    assert validate_main(cfg, out=io.StringIO(), err=err) == 1
+    assert "no configuration objects" in err.getvalue()
+
+
+def test_one_agentconfig_alone_means_defaults():
+    config = load_text("apiVersion: routeagent.io/v1alpha1\nkind: AgentConfig\nmetadata: {name: defaults}\n")
     assert config == Config()
     assert fib_settings(config) == FibSettings(table=254, protocol=201, metric=20)
     assert distances(config) == DEFAULT_DISTANCE
@@ -219,9 +235,9 @@ ROUTE_RULES = [
     ([{"prefix": "10.0.0.0/24", "nextHops": [{"weight": 2}]}],
      "spec.routes[0].nextHops[0]", "a next hop needs a gateway, a device or both"),
     ([{"prefix": "10.0.0.0/24", "nextHops": [GW, {"gateway": "10.0.0.2"}, {"gateway": "10.0.0.1", "weight": 5}]}],
-     "spec.routes[0].nextHops[2]", "duplicate next hop via 10.0.0.1 (same as nextHops[0])"),
+     "spec.routes[0].nextHops[2]", "duplicate next hop via 10.0.0.1 (already in nextHops[0])"),
     ([{"prefix": "10.0.0.0/24", "nextHops": [{"device": "eth0"}, {"device": "eth0"}]}],
-     "spec.routes[0].nextHops[1]", "duplicate next hop dev eth0 (same as nextHops[0])"),
+     "spec.routes[0].nextHops[1]", "duplicate next hop dev eth0 (already in nextHops[0])"),
     ([{"prefix": "10.0.0.0/24", "nextHops": [{"device": "a-very-long-name"}]}],
      "spec.routes[0].nextHops[0].device",
      "invalid interface name 'a-very-long-name': 1 to 15 bytes, no '/', ':' or whitespace, not '.' or '..'"),

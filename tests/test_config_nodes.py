@@ -9,7 +9,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from agent.config.base import Config, LabelSelector, LabelSelectorRequirement, NodeIdentity, for_node
+from agent.config.base import LabelSelector, LabelSelectorRequirement
+from agent.config.resolve import Config, NodeIdentity, for_node
 from agent.config.loader import ConfigError, Problem, format_problems, load_path, load_text, validate_main
 
 API = "routeagent.io/v1alpha1"
@@ -149,7 +150,7 @@ def test_duplicate_override_node_name():
         {"nodeName": "n1", "routerId": "10.1.1.1"}, {"nodeName": "n2", "routerId": "10.1.1.2"},
         {"nodeName": "n1", "localAS": 65111}])))
     assert p.field == "spec.nodeOverrides[2].nodeName"
-    assert "duplicate node n1 (already nodeOverrides[0])" in p.message
+    assert "duplicate node n1 (already in nodeOverrides[0])" in p.message
 
 
 def test_override_local_address_family():

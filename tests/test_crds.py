@@ -23,13 +23,12 @@ from agent.config.base import Metadata
 from agent.config.crds import (
     GROUP,
     VERSION,
-    UnsupportedSchema,
     all_crds,
     check_crds,
     crd_for,
-    structural_schema,
     write_crds,
 )
+from agent.config.crd_schema import UnsupportedSchema, structural_schema
 from agent.config.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent

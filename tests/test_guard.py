@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from agent.core.model import Prefix
-from agent.policy.engine import Reason
+from agent.policy.verdict import Reason
 
 guard_mod = importlib.import_module("agent.import.guard")
 Guard = guard_mod.Guard

@@ -7,7 +7,8 @@ import importlib
 import pytest
 
 from agent.core.model import BgpAttrs, Prefix, Update
-from agent.policy.engine import ACCEPT_ALL, Reason, compile_policies
+from agent.policy.engine import ACCEPT_ALL, compile_policies
+from agent.policy.verdict import Reason
 
 imp = importlib.import_module("agent.import")
 Guard, ImportStage, ImportPeer = imp.Guard, imp.ImportStage, imp.ImportPeer

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from agent.core.model import BgpAttrs, BgpOrigin, NextHop, Origin, Prefix, SourceKind, nexthops
-from agent.policy.engine import ACCEPT_ALL, NO_MODS, Reason, compile_policies
+from agent.policy.engine import ACCEPT_ALL, compile_policies
+from agent.policy.verdict import NO_MODS, Reason
 from agent.config.policy import RoutePolicy
 
 imp = importlib.import_module("agent.import")

@@ -11,17 +11,13 @@ from agent.core.model import BgpAttrs, Prefix
 from agent.policy.engine import (
     ACCEPT_ALL,
     BUILTIN_POLICIES,
-    NO_MODS,
-    Modifications,
     PeerInfo,
-    PrefixIndex,
-    PrefixSet,
-    Reason,
-    Verdict,
     compile_policies,
     compile_policy,
     evaluate,
 )
+from agent.policy.prefixes import PrefixIndex, PrefixSet
+from agent.policy.verdict import Modifications, NO_MODS, Reason, Verdict
 from agent.config.policy import (
     KINDS,
     RoutePolicy,
@@ -489,7 +485,7 @@ def test_prefix_set_matches_brute_force(entries, probe):
 def test_loader_reports_policy_problems_at_yaml_fields(monkeypatch):
     """Once KINDS are merged into the loader, a RoutePolicy problem names its YAML path and line."""
     import agent.config.loader as configload
-    from agent.config.base import KINDS as CONFIG_KINDS
+    from agent.config.kinds import KINDS as CONFIG_KINDS
 
     monkeypatch.setattr(configload, "KINDS", {**CONFIG_KINDS, **KINDS})
     text = """\

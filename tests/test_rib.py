@@ -231,3 +231,16 @@ def test_an_unrelated_connected_route_does_not_reevaluate_the_table():
     # one that covers a gateway in use does
     ch = rib.apply([connected(P("10.0.0.0/25"), "eth1")])
     assert ch[P("192.168.3.0/24")].nexthops == (NextHop("10.0.0.1", "eth1"),)
+
+
+def test_intern_table_is_bounded_and_keeps_sharing_values_in_use():
+    """A peer sending one community per prefix makes every attribute set distinct: the intern
+    table must not keep them all after their routes are gone (issue 12 item 10)."""
+    from agent.core import model
+
+    live = model.intern(("a value in use",))
+    for i in range(3 * model.INTERN_GENERATION):
+        model.intern(("distinct", i))
+        if i % 1000 == 0:
+            assert model.intern(("a value in use",)) is live  # still shared while in use
+    assert model.intern_size() <= 2 * model.INTERN_GENERATION

@@ -51,7 +51,7 @@ def test_kinds_and_defaults():
     assert make_peer(peerAddress="fd00::1").spec.families == (Family.IPV6_UNICAST,)
     assert p.model_dump(mode="json")["spec"]["peerAS"] == 65000  # camelCase out, as in YAML
     sp = BgpSpeaker.model_validate({"apiVersion": API, "kind": "BgpSpeaker", "metadata": {"name": "s"}})
-    assert sp.spec == BgpSpeakerSpec() and sp.spec.listen_addresses == ("0.0.0.0", "::")
+    assert sp.spec == BgpSpeakerSpec() and sp.spec.listen_addresses is None  # passive peers only
     assert (sp.spec.listen_port, sp.spec.interpreter) == (179, "auto")
 
 
@@ -170,6 +170,75 @@ def test_missing_secret_file(tmp_path):
         render([make_peer(md5PasswordFile="/x")], BgpSpeakerSpec(), [sys.executable])
 
 
+def test_secret_file_bounds_fifo_directory_and_crlf(tmp_path):
+    f = tmp_path / "pw"
+    f.write_bytes(b"k" * 80 + b"\r\n")  # the longest key, with a CRLF
+    assert make_peer(md5PasswordFile=str(f)).spec.read_md5_password() == "k" * 80
+    big = tmp_path / "big"
+    big.write_bytes(b"S3cret" * 200_000)
+    with pytest.raises(SecretError, match="longer than 80 bytes") as info:
+        make_peer(md5PasswordFile=str(big)).spec.read_md5_password()
+    assert "S3cret" not in str(info.value)
+    with pytest.raises(SecretError, match="is a directory"):
+        make_peer(md5PasswordFile=str(tmp_path)).spec.read_md5_password()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no writer: an open() without O_NONBLOCK would wait forever
+    with pytest.raises(SecretError, match="not a regular file"):
+        make_peer(md5PasswordFile=str(fifo)).spec.read_md5_password()
+
+
+def peer_yaml(last_line: str) -> str:
+    """A BgpPeer document as a file holds it; `last_line` is its last spec field (line 9)."""
+    return ("apiVersion: routeagent.io/v1alpha1\nkind: BgpPeer\nmetadata: {name: tor1}\nspec:\n"
+            "  peerAddress: 10.0.0.1\n  peerAS: 65000\n  localAS: 65001\n  routerId: 10.0.0.2\n"
+            f"  {last_line}\n")
+
+
+SECRET_PEER = peer_yaml("md5PasswordFile: PATH")
+
+
+def _file(content: bytes):
+    def make(d):
+        (d / "pw").write_bytes(content)
+        return d / "pw"
+    return make
+
+
+def _fifo(d):
+    os.mkfifo(d / "fifo")
+    return d / "fifo"
+
+
+@pytest.mark.parametrize("make,fragment", [
+    (lambda d: d / "missing", "No such file"),
+    (_file(b""), "empty"),
+    (lambda d: d, "is a directory"),
+    (_file(b"TopS3cret" * 20), "longer than 80 bytes"),
+    (_file(b"Top S3cret"), "printable"),
+    (_fifo, "not a regular file"),
+], ids=["missing", "empty", "directory", "oversized", "space", "fifo"])
+def test_an_unusable_secret_file_is_a_configuration_problem_at_its_field(tmp_path, make, fragment):
+    """Issue 12 item 4: a reload with a bad md5PasswordFile is rejected like any invalid
+    configuration (it used to pass, then the BGP task failed and ExaBGP kept the old peers)."""
+    from agent.config.loader import ConfigError, load_text
+
+    path = make(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_text(SECRET_PEER.replace("PATH", str(path)), "peers.yaml")
+    (p,) = info.value.problems
+    assert (p.file, p.object, p.field, p.line) == ("peers.yaml", "BgpPeer/tor1", "spec.md5PasswordFile", 9)
+    assert fragment in p.message and str(path) in p.message
+    assert "S3cret" not in str(info.value)  # never the secret, not even a bad one
+
+
+def test_a_usable_secret_file_loads(tmp_path):
+    from agent.config.loader import load_text
+
+    (tmp_path / "pw").write_text("Sw0rdfish!\n")
+    config = load_text(SECRET_PEER.replace("PATH", str(tmp_path / "pw")), "peers.yaml")
+    assert config.peers[0].spec.md5_password_file == str(tmp_path / "pw")
+
+
 # ---- the generated configuration ---------------------------------------------------------------
 
 
@@ -254,3 +323,59 @@ def test_exabgp_validation_catches_a_broken_configuration(tmp_path):
     broken = type(conf)(conf.text.replace("hold-time 30;", "hold-time 2;"), conf.env)
     r = _exabgp_validate(tmp_path, broken)
     assert r.returncode != 0 and "holdtime must be zero or at least 3" in r.stdout + r.stderr
+
+
+# ---- where ExaBGP listens (issue 12 item 8) -----------------------------------------------------
+
+
+def _listen_peers():
+    return [
+        make_peer("active", localAddress="10.0.0.2"),
+        make_peer("p4", peerAddress="10.0.0.9", localAddress="10.0.0.2", passive=True),
+        make_peer("p4b", peerAddress="10.0.0.10", localAddress="10.0.0.2", passive=True),
+        make_peer("p6", peerAddress="fd00::1", localAddress="fd00::2", passive=True),
+    ]
+
+
+def test_by_default_exabgp_listens_only_on_the_local_address_of_each_passive_peer(tmp_path):
+    api = [sys.executable, "-S", "-E", RELAY, str(tmp_path / "api.sock"), "tok"]
+    conf = render(_listen_peers(), BgpSpeakerSpec(listenPort=1790), api)
+    assert conf.env["exabgp.tcp.bind"] == ""  # never 0.0.0.0 / ::
+    assert "listen" not in _block(conf.text, "neighbor 10.0.0.1 {")
+    for addr in ("10.0.0.9", "10.0.0.10", "fd00::1"):
+        assert "listen 1790;" in _block(conf.text, f"neighbor {addr} {{")
+    r = _exabgp_validate(tmp_path, conf)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # no passive peer: no listener at all
+    assert render(_listen_peers()[:1], BgpSpeakerSpec(), api).env["exabgp.tcp.bind"] == ""
+
+
+def test_explicit_listen_addresses_replace_the_per_peer_listeners():
+    conf = render(_listen_peers(), BgpSpeakerSpec(listenAddresses=["10.0.0.2"]), [sys.executable])
+    assert conf.env["exabgp.tcp.bind"] == "10.0.0.2" and "listen " not in conf.text
+    assert render(_listen_peers(), BgpSpeakerSpec(listenAddresses=[]), [sys.executable]).env[
+        "exabgp.tcp.bind"] == ""
+
+
+PASSIVE = peer_yaml("passive: true")
+
+
+def test_a_passive_peer_needs_a_local_address_unless_the_speaker_lists_listen_addresses():
+    from agent.config.loader import ConfigError, load_text
+    from agent.config.resolve import NodeIdentity, for_node
+
+    with pytest.raises(ValueError, match="needs localAddress"):
+        render([make_peer(passive=True)], BgpSpeakerSpec(), [sys.executable])
+    with pytest.raises(ConfigError) as info:
+        load_text(PASSIVE, "peers.yaml")
+    (p,) = info.value.problems
+    assert (p.object, p.field) == ("BgpPeer/tor1", "spec.localAddress") and "passive" in p.message
+    speaker = ("---\napiVersion: routeagent.io/v1alpha1\nkind: BgpSpeaker\nmetadata: {name: s}\n"
+               "spec: {listenAddresses: [10.0.0.2]}\n")
+    assert load_text(PASSIVE + speaker).peers[0].spec.passive
+    # a nodeOverride may give the address; a node without one is refused when resolved
+    override = PASSIVE + "  nodeOverrides: [{nodeName: n1, localAddress: 10.0.0.2}]\n"
+    config = load_text(override)
+    assert for_node(config, NodeIdentity("n1")).peers[0].spec.local_address == "10.0.0.2"
+    with pytest.raises(ValueError, match="localAddress: unset on node n2"):
+        for_node(config, NodeIdentity("n2"))

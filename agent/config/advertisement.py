@@ -29,10 +29,8 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
-from .base import API_VERSION, IPAddress, IPPrefix, LabelSelector, Metadata, _at, _Model, _raise
+from .base import U32_MAX, IPAddress, IPPrefix, LabelSelector, Resource, _at, _Model, _raise, unique_errors
 from .policy import Community, LargeCommunity
-
-U32_MAX = 2**32 - 1
 
 
 class PeerSelector(_Model):
@@ -100,12 +98,7 @@ class AdvertisementSpec(_Model):
         if self.services is not None and self.type != "service":
             errors.append(_at(("services",), "...", "services_without_type",
                               f"services only applies to type service (type is {self.type})"))
-        seen: dict[str, int] = {}
-        for i, p in enumerate(self.prefixes):
-            if p in seen:
-                errors.append(_at(("prefixes", i), p, "duplicate_prefix",
-                                  f"duplicate prefix {p} (already prefixes[{seen[p]}])"))
-            seen.setdefault(p, i)
+        errors += unique_errors(self.prefixes, "prefixes", "prefix", "duplicate_prefix")
         agg = self.aggregate_length
         if agg is not None:
             for i, p in enumerate(self.prefixes):
@@ -119,12 +112,10 @@ class AdvertisementSpec(_Model):
         return self
 
 
-class Advertisement(_Model):
+class Advertisement(Resource):
     """Prefixes this node owns and may announce to its BGP peers."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["Advertisement"] = "Advertisement"
-    metadata: Metadata
     spec: AdvertisementSpec
 
 

@@ -1,17 +1,21 @@
 """Configuration of BGP sessions: `BgpPeer` objects and the one `BgpSpeaker` (ExaBGP settings).
 
-DOC: the same Kubernetes-shaped resources as `agent.config` (``apiVersion
+DOC: the same Kubernetes-shaped resources as every kind (`agent.config.base`: ``apiVersion
 routeagent.io/v1alpha1``, camelCase fields, ``extra="forbid"``, frozen, strict scalars, every
-error at its exact field). `KINDS` lists the kinds defined here, for the loader to merge with
-`agent.config.KINDS`.
+error at its exact field). `KINDS` lists the kinds defined here (joined in `agent.config.kinds`).
 
 * `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
   time, families, MD5 password file, graceful restart, eBGP multihop TTL, import policy name,
   administrative distance override, max-prefix per family. The MD5 secret is never stored in the
-  model: `BgpPeerSpec.read_md5_password()` reads the file when the ExaBGP configuration is
-  written, and nothing here logs it or puts it in a repr.
-* `BgpSpeaker` (at most one): where ExaBGP listens for passive sessions (address list and port,
-  so it can run beside a BIRD on the same host: give one of them another address or port), and
+  model: `BgpPeerSpec.read_md5_password()` reads the file (`agent.config.files.read_bounded`:
+  a regular file of at most 82 bytes, never blocking on a FIFO) when the loader checks the
+  object (`BgpPeer.file_problems`: a missing, empty, oversized or unreadable file is a problem at
+  ``spec.md5PasswordFile``, so such a configuration is rejected like any other invalid one) and
+  again when the ExaBGP configuration is written; nothing here logs it or puts it in a repr.
+* `BgpSpeaker` (at most one): where ExaBGP listens for passive sessions (port, and optionally
+  an address list; by default only on each passive peer's localAddress, never on the wildcard
+  addresses, so it can run beside a BIRD on the same host: give one of them another address or
+  port), and
   which interpreter runs ExaBGP (``auto``: PyPy when it can import exabgp, else the agent's own
   Python; see `agent.speaker.process.resolve_interpreter`).
 
@@ -30,23 +34,25 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, mo
 from pydantic_core import InitErrorDetails
 
 from .base import (
-    API_VERSION,
     Distance,
     DnsSubdomain,
     IPAddress,
     LabelSelector,
-    Metadata,
+    Resource,
     _at,
     _check_dns_subdomain,
     _error,
     _Model,
     _raise,
+    unique_errors,
 )
+from .files import FileProblem, FileTooLarge, read_bounded
 from ..core.bgp import Family
 
 ASN = Annotated[StrictInt, Field(ge=1, le=2**32 - 1)]
 
 AS_TRANS = 23456  # RFC 6793: never a real AS
+MD5_KEY_MAX = 80  # TCP_MD5SIG_MAXKEYLEN: the longest key the kernel takes
 
 
 class MaxPrefixAction(str, enum.Enum):
@@ -139,7 +145,8 @@ class BgpPeerSpec(_Model):
     port: StrictInt = Field(179, ge=1, le=65535)
     """The neighbour's TCP port (where we connect to)."""
     passive: StrictBool = False
-    """Only accept the session (the neighbour connects to the speaker's listen address and port)."""
+    """Only accept the session: the neighbour connects to localAddress (required unless BgpSpeaker
+    listenAddresses is set) on the speaker's listenPort; we never connect."""
     hold_time: StrictInt = Field(90, ge=0, le=65535)
     """Hold time proposed in our OPEN, in seconds: 0 (no keepalives) or at least 3."""
     families: tuple[Family, ...] = Field(default=(), max_length=2)
@@ -218,22 +225,15 @@ class BgpPeerSpec(_Model):
         if self.ebgp_multihop is not None and self.peer_as == self.local_as:
             errors.append(_at(("ebgpMultihop",), self.ebgp_multihop, "multihop_ibgp",
                               "ebgpMultihop applies to eBGP only (peerAS equals localAS)"))
-        names: dict[str, int] = {}
+        errors += unique_errors(self.node_overrides, "nodeOverrides", "node", "duplicate_node",
+                                key=lambda o: o.node_name, sub=("nodeName",))
         for i, o in enumerate(self.node_overrides):
-            if o.node_name in names:
-                errors.append(_at(("nodeOverrides", i, "nodeName"), o.node_name, "duplicate_node",
-                                  f"duplicate node {o.node_name} (already nodeOverrides[{names[o.node_name]}])"))
-            names.setdefault(o.node_name, i)
             if o.local_address is not None and ipaddress.ip_address(o.local_address).version != peer.version:
                 errors.append(_at(("nodeOverrides", i, "localAddress"), o.local_address, "address_family",
                                   f"localAddress {o.local_address} is not of the family of peerAddress"))
-        seen: dict[Family, int] = {}
+        errors += unique_errors(self.max_prefix, "maxPrefix", "family", "duplicate_family",
+                                key=lambda mp: mp.family.value, sub=("family",))
         for i, mp in enumerate(self.max_prefix):
-            if mp.family in seen:
-                errors.append(_at(("maxPrefix", i, "family"), mp.family.value, "duplicate_family",
-                                  f"duplicate family {mp.family.value} (already in maxPrefix[{seen[mp.family]}])"))
-            else:
-                seen[mp.family] = i
             if self.families and mp.family not in self.families:
                 errors.append(_at(("maxPrefix", i, "family"), mp.family.value, "family_not_configured",
                                   f"{mp.family.value} is not one of the session's families"))
@@ -265,18 +265,21 @@ class BgpPeerSpec(_Model):
         if self.md5_password_file is None:
             return None
         path = self.md5_password_file
+        too_long = f"md5PasswordFile {path}: longer than {MD5_KEY_MAX} bytes (the TCP MD5 key limit)"
         try:
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise SecretError(f"md5PasswordFile {path}: {exc.strerror or exc}") from None
+            raw = read_bounded(path, MD5_KEY_MAX + 2)  # the key, then "\r\n" at most
+        except FileTooLarge:
+            raise SecretError(too_long) from None
+        except FileProblem as exc:
+            raise SecretError(f"md5PasswordFile {path}: {exc}") from None
         if raw.endswith(b"\n"):
             raw = raw[:-1]
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
         if not raw:
             raise SecretError(f"md5PasswordFile {path}: the file is empty")
-        if len(raw) > 80:
-            raise SecretError(f"md5PasswordFile {path}: longer than 80 bytes (the TCP MD5 key limit)")
+        if len(raw) > MD5_KEY_MAX:
+            raise SecretError(too_long)
         if not all(0x20 < b < 0x7F for b in raw):
             raise SecretError(f"md5PasswordFile {path}: the password must be printable ASCII without spaces")
         return raw.decode("ascii")
@@ -286,20 +289,27 @@ class SecretError(ValueError):
     """A secret file could not be used; the message names the file, never its content."""
 
 
-class BgpPeer(_Model):
+class BgpPeer(Resource):
     """A BGP neighbour; its routes have the origin ``ebgp/<name>`` or ``ibgp/<name>``."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["BgpPeer"] = "BgpPeer"
-    metadata: Metadata
     spec: BgpPeerSpec
+
+    def file_problems(self) -> list[tuple[tuple[str, ...], str]]:
+        """The MD5 password file must be usable now (the message never holds the secret)."""
+        try:
+            self.spec.read_md5_password()
+        except SecretError as exc:
+            return [(("spec", "md5PasswordFile"), str(exc))]
+        return []
 
 
 class BgpSpeakerSpec(_Model):
     """How the agent runs its BGP speaker (ExaBGP)."""
 
-    listen_addresses: tuple[IPAddress, ...] = Field(("0.0.0.0", "::"), max_length=16)
-    """Addresses ExaBGP listens on for passive sessions; empty: no listening socket (active sessions only)."""
+    listen_addresses: tuple[IPAddress, ...] | None = Field(None, max_length=16)
+    """Addresses ExaBGP listens on, for every passive peer. Unset: only the localAddress of each
+    passive peer (with that peer's MD5 key), and nowhere without passive peers; empty: nowhere."""
     listen_port: StrictInt = Field(179, ge=1, le=65535)
     """TCP port ExaBGP listens on. Beside a BIRD on the same host, use another address or port."""
     interpreter: StrictStr = "auto"
@@ -312,23 +322,15 @@ class BgpSpeakerSpec(_Model):
                 c.isspace() or c in ";'\"" for c in self.interpreter)):
             errors.append(_at(("interpreter",), self.interpreter, "interpreter",
                               "expected 'auto' or an absolute path without spaces or quotes"))
-        seen: dict[str, int] = {}
-        for i, addr in enumerate(self.listen_addresses):
-            if addr in seen:
-                errors.append(_at(("listenAddresses", i), addr, "duplicate_address",
-                                  f"duplicate address {addr} (already in listenAddresses[{seen[addr]}])"))
-            else:
-                seen[addr] = i
+        errors += unique_errors(self.listen_addresses or (), "listenAddresses", "address", "duplicate_address")
         _raise(type(self).__name__, errors)
         return self
 
 
-class BgpSpeaker(_Model):
+class BgpSpeaker(Resource):
     """Speaker settings; at most one per configuration (none: all defaults)."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["BgpSpeaker"] = "BgpSpeaker"
-    metadata: Metadata
     spec: BgpSpeakerSpec = Field(default_factory=BgpSpeakerSpec)
 
 

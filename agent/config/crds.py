@@ -1,7 +1,7 @@
 """CustomResourceDefinitions for every configuration kind, generated from the pydantic models.
 
 DOC: `route-agent crds --out deploy/crds` writes one ``apiextensions.k8s.io/v1``
-CustomResourceDefinition per kind of `agent.kinds.KINDS` to ``deploy/crds/<plural>.routeagent.io.yaml``
+CustomResourceDefinition per kind of `agent.config.kinds.KINDS` to ``deploy/crds/<plural>.routeagent.io.yaml``
 (without ``--out`` it prints them as one multi-document YAML stream, for ``kubectl apply -f -``).
 ``tests/test_crds.py`` regenerates them and fails when a committed file differs, so a model change
 without ``route-agent crds`` cannot be merged.
@@ -9,7 +9,6 @@ without ``route-agent crds`` cannot be merged.
 Public API:
 
 * `crd_for(kind_name, model)`: the CRD of one kind, as a dict;
-* `structural_schema(json_schema)`: a pydantic JSON schema turned into a structural CRD schema;
 * `spec_schema(kind_name, model)`: the structural schema of the model's ``spec``;
 * `all_crds()`: ``{filename: yaml text}`` for every kind (the exact bytes of ``deploy/crds``);
 * `write_crds(out_dir)` and `check_crds(out_dir)`: write the files, or list what differs.
@@ -25,22 +24,12 @@ Decisions:
   anyone who may create objects in some namespace inject routes or hijack prefixes; cluster-scoped
   ones are, by default RBAC, cluster-admin only. The names are also global by design: the origin of
   a StaticRoutes' routes is ``static/<name>``, a BgpPeer refers to a RoutePolicy by bare name,
-  AgentConfig and BgpSpeaker are singletons, and `agent.config.find_conflicts` requires kind/name to
+  AgentConfig and BgpSpeaker are singletons, and `agent.config.resolve.find_conflicts` requires kind/name to
   be unique, which namespaces would break. (``metadata.namespace`` stays in the model for
   standalone files; the API server never sets it on these objects.)
-* **Schemas** come from ``model_json_schema(by_alias=True, mode="validation")`` of the ``spec``
-  model, rewritten into a *structural* schema: every ``$ref`` inlined; ``title`` dropped;
-  ``X | None`` becomes X with ``nullable: true``; ``Literal``/``const`` and enums become ``enum``;
-  tuples (``prefixItems``) become ``items`` (with ``minItems``/``maxItems``); ``dict[str, str]``
-  stays ``additionalProperties: {type: string}``; JSON-Schema-2020 numeric ``exclusiveMinimum``
-  becomes OpenAPI's ``minimum`` + ``exclusiveMinimum: true``. ``extra="forbid"`` is not written
-  (``additionalProperties: false`` is not allowed): the API server prunes unknown fields, and
-  rejects them with strict field validation (kubectl's default). Unions that are more than
-  "something or null" are collapsed structurally: branches of one scalar type become that type
-  (``IPAddress | Literal["self"]`` is a string; enum-only branches merge their enums), ``int | str``
-  becomes ``x-kubernetes-int-or-string``; anything else (objects or arrays in a union, other type
-  mixes, recursive models) raises `UnsupportedSchema`, so a new model cannot silently produce a
-  schema the API server refuses.
+* **Schemas**: `agent.config.crd_schema` turns the pydantic JSON schema of the ``spec`` model
+  into a structural schema (every ``$ref`` inlined, ``X | None`` as ``nullable``, enums, tuples
+  as ``items`` ...); a construct without a structural schema raises `UnsupportedSchema`.
 * **The CRD schema is a coarse first line, the models stay the authority**: checks done by
   ``AfterValidator``s and ``model_validator``s (address syntax, prefix host bits, cross-field rules)
   are not in the schema; the agent validates every object with the models as it reads it.
@@ -66,7 +55,6 @@ Decisions:
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -77,6 +65,8 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from .crd_schema import UnsupportedSchema, _one_line, _ordered, structural_schema
+
 GROUP = "routeagent.io"
 VERSION = "v1alpha1"
 CATEGORY = "route-agent"
@@ -86,10 +76,6 @@ HEADER = (
     "# Regenerate with `route-agent crds --out deploy/crds`; tests/test_crds.py fails when this\n"
     "# file and the models differ.\n"
 )
-
-
-class UnsupportedSchema(ValueError):
-    """A model uses a construct that has no structural CRD schema; the message names the field."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,187 +194,8 @@ def kind_info(kind_name: str) -> KindInfo:
 
 
 # ---------------------------------------------------------------------------------------------
-# pydantic JSON schema -> structural schema
+# The CRD of one kind
 # ---------------------------------------------------------------------------------------------
-
-_KEEP = ("description", "default", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-         "multipleOf", "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
-         "minProperties", "maxProperties")
-# OpenAPI formats the API server knows; others (pydantic's "ipvanyaddress" ...) are dropped.
-_FORMATS = frozenset({"int32", "int64", "float", "double", "byte", "binary", "date", "date-time",
-                      "password", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid",
-                      "duration"})
-
-
-def _one_line(text: str) -> str:
-    """A docstring wrapped in the source as running text (blank lines still separate paragraphs)."""
-    return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n") if p.strip())
-
-
-def _json_type(values: list[Any], where: str) -> str:
-    types = set()
-    for v in values:
-        if isinstance(v, bool):
-            types.add("boolean")
-        elif isinstance(v, int):
-            types.add("integer")
-        elif isinstance(v, float):
-            types.add("number")
-        elif isinstance(v, str):
-            types.add("string")
-        else:
-            raise UnsupportedSchema(f"{where}: enum value {v!r} is not a scalar")
-    if len(types) != 1:
-        raise UnsupportedSchema(f"{where}: enum mixes types {sorted(types)}")
-    return types.pop()
-
-
-class _Converter:
-    def __init__(self, defs: Mapping[str, Any]):
-        self.defs = defs
-        self.stack: list[str] = []
-
-    def convert(self, node: Mapping[str, Any], where: str) -> dict[str, Any]:
-        return _ordered(self._convert(dict(node), where))
-
-    def _convert(self, node: dict[str, Any], where: str) -> dict[str, Any]:
-        if "$ref" in node:
-            name = node.pop("$ref").rsplit("/", 1)[-1]
-            if name in self.stack:
-                raise UnsupportedSchema(f"{where}: recursive model {name} cannot be inlined")
-            self.stack.append(name)
-            try:
-                target = self.convert(self.defs[name], where)
-            finally:
-                self.stack.pop()
-            return self._annotate(target, node, where)
-        if "allOf" in node:
-            parts = node.pop("allOf")
-            if len(parts) != 1:
-                raise UnsupportedSchema(f"{where}: allOf with {len(parts)} schemas")
-            return self._annotate(self.convert(parts[0], where), node, where)
-        for key in ("anyOf", "oneOf"):
-            if key in node:
-                return self._union(node.pop(key), node, where)
-        return self._plain(node, where)
-
-    def _annotate(self, target: dict[str, Any], outer: Mapping[str, Any], where: str) -> dict[str, Any]:
-        """The field's own description/default (and leftover constraints) over the inlined schema."""
-        out = dict(target)
-        extra = {k: v for k, v in outer.items() if k not in ("title", "discriminator")}
-        if extra:
-            out.update(self._plain({"type": out.get("type", "object"), **extra}, where, keep_type=False))
-        return out
-
-    def _union(self, branches: list[Any], outer: Mapping[str, Any], where: str) -> dict[str, Any]:
-        nullable = any(b.get("type") == "null" for b in branches)
-        rest = [self.convert(b, where) for b in branches if b.get("type") != "null"]
-        if not rest:
-            raise UnsupportedSchema(f"{where}: a field that can only be null")
-        if len(rest) == 1:
-            merged = rest[0]
-        else:
-            merged = self._merge(rest, where)
-        out = self._annotate(merged, outer, where)
-        if nullable:
-            out["nullable"] = True
-        return out
-
-    def _merge(self, branches: list[dict[str, Any]], where: str) -> dict[str, Any]:
-        """Several non-null branches as one structural schema (see the module DOC)."""
-        strip = [{k: v for k, v in b.items() if k != "description"} for b in branches]
-        if all(b == strip[0] for b in strip):
-            return branches[0]
-        types = {b.get("type") for b in branches}
-        if types == {"integer", "string"}:
-            return {"x-kubernetes-int-or-string": True}
-        if len(types) != 1 or None in types:
-            raise UnsupportedSchema(f"{where}: a union of {sorted(map(str, types))} has no structural schema")
-        (typ,) = types
-        if typ in ("object", "array"):
-            raise UnsupportedSchema(f"{where}: a union of different {typ}s has no structural schema")
-        if all(set(b) <= {"type", "enum", "description"} and "enum" in b for b in branches):
-            enum: list[Any] = []
-            for b in branches:
-                enum.extend(v for v in b["enum"] if v not in enum)
-            return {"type": typ, "enum": enum}
-        # Branches of one scalar type with different constraints (IPAddress | Literal["self"]):
-        # the type alone; the model checks the rest.
-        return {"type": typ}
-
-    def _plain(self, node: Mapping[str, Any], where: str, keep_type: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        typ = node.get("type")
-        if "const" in node:
-            out["enum"] = [node["const"]]
-            typ = typ or _json_type(out["enum"], where)
-        elif "enum" in node:
-            typ = typ or _json_type(list(node["enum"]), where)
-        if isinstance(typ, list):
-            raise UnsupportedSchema(f"{where}: type list {typ} has no structural schema")
-        if typ is None:
-            raise UnsupportedSchema(f"{where}: no type (Any or an unconstrained value)")
-        if keep_type:
-            out["type"] = typ
-        if node.get("format") in _FORMATS:
-            out["format"] = node["format"]
-        for key in _KEEP:
-            if key in node:
-                out[key] = copy.deepcopy(node[key])
-        if "description" in out:
-            out["description"] = _one_line(out["description"])
-        for key in ("exclusiveMinimum", "exclusiveMaximum"):
-            value = out.get(key)
-            if value is not None and not isinstance(value, bool):  # JSON Schema 2020 -> OpenAPI 3.0
-                out[key.replace("exclusiveM", "m")] = value
-                out[key] = True
-        if out.get("default", 0) is None:
-            del out["default"]
-        if typ == "object" and keep_type:
-            props = node.get("properties")
-            addl = node.get("additionalProperties")
-            if isinstance(addl, Mapping):
-                if props:
-                    raise UnsupportedSchema(f"{where}: properties and a map of extra values together")
-                out["additionalProperties"] = self.convert(addl, where + ".*")
-            elif props is None and addl is not False:
-                raise UnsupportedSchema(f"{where}: free-form object (no properties, no value schema)")
-            else:
-                out["properties"] = {
-                    name: self.convert(sub, f"{where}.{name}") for name, sub in (props or {}).items()
-                }
-            if node.get("required"):
-                out["required"] = list(node["required"])
-        elif typ == "array" and keep_type:
-            if "prefixItems" in node:
-                items = [self.convert(p, f"{where}[{i}]") for i, p in enumerate(node["prefixItems"])]
-                if "items" in node and node["items"] is not False:
-                    items.append(self.convert(node["items"], where + "[]"))
-                out["items"] = items[0] if len(items) == 1 else self._merge(items, where + "[]")
-            elif isinstance(node.get("items"), Mapping):
-                out["items"] = self.convert(node["items"], where + "[]")
-            else:
-                raise UnsupportedSchema(f"{where}: an array without an item schema")
-        return out
-
-
-_ORDER = ("description", "type", "format", "x-kubernetes-int-or-string", "nullable", "default", "enum",
-          "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
-          "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "minProperties",
-          "maxProperties", "required", "items", "properties", "additionalProperties")
-
-
-def _ordered(node: dict[str, Any]) -> dict[str, Any]:
-    """Keys in a fixed, readable order (description first, nested schemas last)."""
-    rank = {k: i for i, k in enumerate(_ORDER)}
-    return {k: node[k] for k in sorted(node, key=lambda k: rank.get(k, len(rank)))}
-
-
-def structural_schema(json_schema: Mapping[str, Any], where: str = "spec") -> dict[str, Any]:
-    """A pydantic JSON schema (with its ``$defs``) as a structural CRD schema (module DOC)."""
-    defs = json_schema.get("$defs", {})
-    root = {k: v for k, v in json_schema.items() if k != "$defs"}
-    return _Converter(defs).convert(root, where)
 
 
 def _drop_defaults(schema: dict[str, Any], paths: Iterable[tuple[str, ...]], kind_name: str) -> None:
@@ -513,7 +320,7 @@ def filename_for(kind_name: str) -> str:
 
 
 def all_crds(kinds: Mapping[str, type[BaseModel]] | None = None) -> dict[str, str]:
-    """``{filename: yaml text}`` of every kind (default: `agent.kinds.KINDS`), sorted by filename."""
+    """``{filename: yaml text}`` of every kind (default: `agent.config.kinds.KINDS`), sorted by filename."""
     if kinds is None:
         from .nodestate import STATUS_KINDS
         from .kinds import KINDS
@@ -574,8 +381,8 @@ def render_all() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agent.crds [--out DIR] [--check]`` (the same as ``route-agent crds``)."""
-    p = argparse.ArgumentParser(prog="python -m agent.crds", description="generate the CRDs")
+    """``python -m agent.config.crds [--out DIR] [--check]`` (the same as ``route-agent crds``)."""
+    p = argparse.ArgumentParser(prog="python -m agent.config.crds", description="generate the CRDs")
     p.add_argument("--out", help="write one file per kind into this directory (default: print)")
     p.add_argument("--check", action="store_true", help="with --out: only report files that differ")
     args = p.parse_args(argv)

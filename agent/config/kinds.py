@@ -1,13 +1,16 @@
 """Every configuration kind the loader knows, from the modules that define them.
 
-DOC: the base kinds live in `agent.config`; RoutePolicy in `agent.policy_models`; BgpPeer and
-BgpSpeaker in `agent.speaker.models`; Advertisement in `agent.export.models`. Those modules build on `agent.config`, so the registry that
-joins them is this separate leaf module (imported by the loader only).
+DOC: one module per kind family defines its kinds and a `KINDS` dict: `agentconfig`
+(AgentConfig), `static` (StaticRoutes), `policy` (RoutePolicy), `bgp` (BgpPeer, BgpSpeaker),
+`advertisement` (Advertisement). This leaf module joins them for the loader, the Kubernetes
+source and the CRD generator. `RouteAgentNodeState` (`nodestate`) is written, never read as
+configuration, so it is not here.
 """
 
-from .base import KINDS as _BASE
-from .advertisement import KINDS as _EXPORT
+from .advertisement import KINDS as _ADVERTISEMENT
+from .agentconfig import KINDS as _AGENT
+from .bgp import KINDS as _BGP
 from .policy import KINDS as _POLICY
-from .bgp import KINDS as _SPEAKER
+from .static import KINDS as _STATIC
 
-KINDS = {**_BASE, **_POLICY, **_SPEAKER, **_EXPORT}
+KINDS = {**_AGENT, **_STATIC, **_POLICY, **_BGP, **_ADVERTISEMENT}

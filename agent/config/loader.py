@@ -10,16 +10,16 @@ becomes a `Problem(file, object, field, message, line)`:
 * ``object`` is ``Kind/name`` when the document says so, else ``document N`` (N counts the YAML
   documents of the file from 1); empty for problems of the whole file (unreadable, YAML syntax).
 * ``field`` is the path as written in YAML, ``spec.routes[2].nextHops[0].gateway``, taken from
-  pydantic's error ``loc`` (field names translated to their camelCase alias when pydantic gives
-  the Python name; an unknown field keeps the spelling it has in the file).
-* ``line`` is found by walking the YAML node tree (kept from the parse) along the same path, so
-  every problem points at a line, not just syntax errors.
+  pydantic's error ``loc`` (`agent.config.fieldpath`: field names translated to their camelCase
+  alias when pydantic gives the Python name; an unknown field keeps the spelling it has in the file).
+* ``line`` is found by walking the YAML node tree (kept from the parse, `agent.config.yamldoc`)
+  along the same path, so every problem points at a line, not just syntax errors.
 
 Documents are validated by alias only (``by_name=False``): ``next_hops:`` is an unknown field in a
 file, exactly as the API server would see it, and the message suggests ``nextHops``. Besides
 pydantic's checks the loader reports duplicate mapping keys (YAML silently keeps the last one),
 unknown ``apiVersion``/``kind`` (naming the known kinds) and the rules between objects
-(`agent.config.find_conflicts`: one AgentConfig, unique kind/name).
+(`agent.config.resolve.find_conflicts`: one AgentConfig, unique kind/name).
 
 `load_path` raises `ConfigError` (``.problems``) or returns the `Config`. `config_fingerprint` is
 a cheap stat-only summary of the files `load_path` would read, for polling. `validate_main` is
@@ -28,21 +28,22 @@ the body of ``route-agent validate PATH``.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-import types
-import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from .base import API_VERSION, Config, Resource, find_conflicts
+from .base import API_VERSION, Resource
+from .resolve import Config, find_conflicts
+from .fieldpath import field_error, format_loc
 from .kinds import KINDS
+from .files import FileProblem, read_bounded
+from .yamldoc import MAX_CHARS, YamlError, documents, duplicate_keys, line_of, yaml_type
 
 YAML_SUFFIXES = (".yaml", ".yml")
 _KNOWN_KINDS = ", ".join(KINDS)
@@ -121,11 +122,6 @@ def config_fingerprint(path: str | os.PathLike[str]) -> tuple:
 # ---------------------------------------------------------------------------------------------
 
 
-# libyaml's loader when PyYAML has it (3x faster on big files); node marks (line numbers) are
-# the same
-_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 @dataclass(frozen=True, slots=True)
 class _Doc:
     file: str
@@ -148,7 +144,7 @@ class _Doc:
         return f"document {self.number}"
 
     def problem(self, field: str, message: str, loc: tuple = ()) -> Problem:
-        return Problem(self.file, self.label, field, message, _line_of(self.node, loc))
+        return Problem(self.file, self.label, field, message, line_of(self.node, loc))
 
 
 class _Loader:
@@ -158,6 +154,7 @@ class _Loader:
         self.objects: list[tuple[Resource, _Doc]] = []
         self.problems: list[Problem] = []
         self.files = 0
+        self.sources: list[str] = []  # the paths and texts loaded, for the empty-configuration problem
 
     def path(self, path: str | os.PathLike[str]) -> None:
         p = Path(path)
@@ -169,43 +166,43 @@ class _Loader:
         except OSError as exc:
             self.problems.append(Problem(str(p), "", "", f"cannot list directory: {exc.strerror}"))
             return
+        self.sources.append(str(p))
         for f in files:
             try:
-                text = f.read_text(encoding="utf-8")
+                text = read_bounded(f, MAX_CHARS).decode("utf-8")
             except UnicodeDecodeError as exc:
                 self.problems.append(Problem(str(f), "", "", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
-            except OSError as exc:
-                self.problems.append(Problem(str(f), "", "", f"cannot read: {exc.strerror}"))
+            except FileProblem as exc:
+                self.problems.append(Problem(str(f), "", "", str(exc)))
             else:
-                self.text(text, str(f))
+                self.text(text, str(f), source=False)
 
-    def text(self, text: str, file: str) -> None:
+    def text(self, text: str, file: str, *, source: bool = True) -> None:
+        if source:
+            self.sources.append(file)
         self.files += 1
-        for doc in self._documents(text, file):
-            self._document(doc)
+        try:
+            for doc in self._documents(text, file):
+                self._document(doc)
+        except Exception as exc:  # noqa: BLE001 - no input may crash the agent (module DOC)
+            self.problems.append(_unexpected(file, exc))
 
     def _documents(self, text: str, file: str) -> Iterator[_Doc]:
-        loader = _YamlLoader(text)
-        number = 0
         try:
-            while loader.check_node():
-                number += 1
-                node = loader.get_node()
-                yield _Doc(file, number, node, loader.construct_document(node))
-        except yaml.YAMLError as exc:
-            self.problems.append(_yaml_problem(file, exc))
-        finally:
-            loader.dispose()
+            for number, node, data in documents(text):
+                yield _Doc(file, number, node, data)
+        except YamlError as exc:
+            self.problems.append(Problem(file, "", "", exc.message, exc.line))
 
     def _document(self, doc: _Doc) -> None:
         data = doc.data
         if data is None:
             return  # empty document
-        for loc, message in _duplicate_keys(doc.node):
-            self.problems.append(doc.problem(_format_loc(loc), message, loc))
+        for loc, message in duplicate_keys(doc.node):
+            self.problems.append(doc.problem(format_loc(loc), message, loc))
         if not isinstance(data, dict):
             self.problems.append(doc.problem(
-                "", f"expected a mapping with apiVersion, kind, metadata and spec, not a {_yaml_type(data)}"))
+                "", f"expected a mapping with apiVersion, kind, metadata and spec, not a {yaml_type(data)}"))
             return
         own: list[Problem] = []
         api = data.get("apiVersion")
@@ -232,10 +229,14 @@ class _Loader:
             for err in exc.errors():
                 if err["loc"][:1] in (("apiVersion",), ("kind",)):
                     continue  # reported above, with a better message
-                self.problems.append(_problem(doc, cls, err))
+                written, message = field_error(cls, err)
+                self.problems.append(doc.problem(format_loc(written), message, written))
             return
-        if not own:
-            self.objects.append((obj, doc))
+        if own:
+            return
+        for loc, message in obj.file_problems():
+            self.problems.append(doc.problem(format_loc(loc), message, loc))
+        self.objects.append((obj, doc))
 
     def config(self) -> Config:
         """The Config of everything loaded; ConfigError when any problem was found."""
@@ -245,9 +246,24 @@ class _Loader:
             loc = tuple(c.field.split("."))
             where = "" if c.first == c.index else f"; the first is {first.label} at {first.file}:{first.line}"
             self.problems.append(doc.problem(c.field, c.message + where, loc))
+        if not objects and not self.problems:
+            self.problems.append(Problem(", ".join(self.sources) or "<nothing>", "", "", EMPTY_MESSAGE))
         if self.problems:
             raise ConfigError(self.problems)
         return Config.from_objects(objects)
+
+
+EMPTY_MESSAGE = (
+    "no configuration objects: an empty configuration would remove every route of the agent, and "
+    "a file truncated while being rewritten looks exactly like this, so it is refused (a running "
+    "agent keeps its last good configuration). To run with nothing on purpose, keep one object, "
+    "e.g. an AgentConfig with only metadata.name")
+
+
+def _unexpected(file: str, exc: BaseException) -> Problem:
+    """An exception no check foresaw, as a problem of the file (never a crash of the agent)."""
+    text = " ".join(str(exc).split())
+    return Problem(file, "", "", f"cannot load: {type(exc).__name__}: {text[:200]}")
 
 
 # What the API server writes into an object: never configuration, so never an error either (an
@@ -270,16 +286,23 @@ def _as_configuration(data: dict) -> dict:
 
 def load_path(path: str | os.PathLike[str]) -> Config:
     """Load a YAML file or a directory of YAML files; raise `ConfigError` with every problem."""
-    loader = _Loader()
-    loader.path(path)
-    return loader.config()
+    return _load(_Loader(), lambda loader: loader.path(path), str(path))
 
 
 def load_text(text: str, file: str = "<string>") -> Config:
     """Load YAML text (one or more documents); `file` names it in problems."""
-    loader = _Loader()
-    loader.text(text, file)
-    return loader.config()
+    return _load(_Loader(), lambda loader: loader.text(text, file), file)
+
+
+def _load(loader: _Loader, read: Callable[[_Loader], None], where: str) -> Config:
+    """Whatever the input, the `Config` or `ConfigError`: nothing else escapes."""
+    try:
+        read(loader)
+        return loader.config()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError ...: the module DOC
+        raise ConfigError([*loader.problems, _unexpected(where, exc)]) from None
 
 
 def validate_main(
@@ -289,9 +312,8 @@ def validate_main(
     out = out or sys.stdout
     err = err or sys.stderr
     loader = _Loader()
-    loader.path(path)
     try:
-        loader.config()
+        _load(loader, lambda loader: loader.path(path), str(path))
     except ConfigError as exc:
         print(format_problems(exc.problems), file=err)
         n = len(exc.problems)
@@ -302,150 +324,3 @@ def validate_main(
     return 0
 
 
-# ---------------------------------------------------------------------------------------------
-# Problems: pydantic errors and YAML nodes -> file, line, field, message
-# ---------------------------------------------------------------------------------------------
-
-
-def _problem(doc: _Doc, cls: type[BaseModel], err: Any) -> Problem:
-    loc = tuple(err["loc"])
-    extra = err["type"] == "extra_forbidden"
-    written, holder = _yaml_loc(cls, loc, extra)
-    if extra:
-        message = _unknown_field(str(loc[-1]), holder)
-    else:
-        message = err["msg"].removeprefix("Value error, ")
-    return doc.problem(_format_loc(written), message, written)
-
-
-def _format_loc(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _yaml_loc(cls: type[BaseModel], loc: tuple, extra: bool) -> tuple[tuple, type[BaseModel] | None]:
-    """`loc` with field names spelt as in YAML, and the model holding its last element.
-
-    An unknown field (``extra``) keeps its spelling: ``next_hops`` must not become ``nextHops``.
-    """
-    out: list[str | int] = []
-    cur: Any = cls
-    holder: type[BaseModel] | None = None
-    for i, part in enumerate(loc):
-        model = cur if isinstance(cur, type) and issubclass(cur, BaseModel) else None
-        holder = model
-        if isinstance(part, str) and model is not None and not (extra and i == len(loc) - 1):
-            name = part if part in model.model_fields else _alias_to_name(model).get(part)
-            if name is not None:
-                field = model.model_fields[name]
-                out.append(field.alias or name)
-                cur = _unwrap(field.annotation)
-                continue
-        if isinstance(part, int) and typing.get_origin(cur) in (tuple, list):
-            out.append(part)
-            cur = _unwrap(typing.get_args(cur)[0])
-            continue
-        out.append(part)
-        cur = None
-    return tuple(out), holder
-
-
-def _alias_to_name(model: type[BaseModel]) -> dict[str, str]:
-    return {f.alias: n for n, f in model.model_fields.items() if f.alias}
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Strip Annotated and Optional to reach the model or sequence type."""
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != 1:
-                return None
-            annotation = args[0]
-        else:
-            return annotation
-
-
-def _unknown_field(written: str, holder: type[BaseModel] | None) -> str:
-    if holder is None:
-        return "unknown field"
-    known = [f.alias or n for n, f in holder.model_fields.items()]
-    squash = {k.replace("_", "").replace("-", "").lower(): k for k in known}
-    guess = squash.get(written.replace("_", "").replace("-", "").lower())
-    if guess is None:
-        close = difflib.get_close_matches(written, known, n=1, cutoff=0.7)
-        guess = close[0] if close else None
-    if guess is not None:
-        return f"unknown field; did you mean {guess!r}?"
-    return f"unknown field; known fields are {', '.join(known)}"
-
-
-def _line_of(node: yaml.Node, loc: Sequence[str | int]) -> int:
-    """The line (1-based) of the deepest node along `loc`: a key's line for mapping entries."""
-    line = node.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = None
-            for key, value in node.value:  # the last one wins, as in the constructed dict
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    match = (key, value)
-            if match is None:
-                break
-            line = match[0].start_mark.line + 1
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _duplicate_keys(root: yaml.Node) -> list[tuple[tuple, str]]:
-    """(path of the repeated key, message) for every mapping key that appears twice."""
-    found: list[tuple[tuple, str]] = []
-    seen_nodes: set[int] = set()
-
-    def walk(node: yaml.Node, path: tuple) -> None:
-        if id(node) in seen_nodes:  # aliases can make cycles
-            return
-        seen_nodes.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            first: dict[str, int] = {}
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
-                    if key.value in first:
-                        found.append((path + (key.value,),
-                                      f"duplicate key (first at line {first[key.value]}); "
-                                      "only the last one would count"))
-                    else:
-                        first[key.value] = key.start_mark.line + 1
-                    walk(value, path + (key.value,))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, path + (i,))
-
-    walk(root, ())
-    return found
-
-
-def _yaml_problem(file: str, exc: yaml.YAMLError) -> Problem:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        what = ", ".join(p for p in (exc.context, exc.problem) if p)
-        kind = "YAML syntax error" if isinstance(exc, (yaml.scanner.ScannerError, yaml.parser.ParserError,
-                                                          yaml.composer.ComposerError)) else "invalid YAML"
-        if mark is not None:
-            return Problem(file, "", "", f"{kind}: {what} (column {mark.column + 1})", mark.line + 1)
-        return Problem(file, "", "", f"{kind}: {what}")
-    return Problem(file, "", "", "invalid YAML: " + " ".join(str(exc).split()))
-
-
-def _yaml_type(data: Any) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(data), type(data).__name__)

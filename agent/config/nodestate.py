@@ -1,10 +1,10 @@
 """The per-node status object: `RouteAgentNodeState`, one per Node, written by that node's agent.
 
-DOC: configuration kinds (`agent.kinds.KINDS`) are read; this one is only written. Its name is the
+DOC: configuration kinds (`agent.config.kinds.KINDS`) are read; this one is only written. Its name is the
 Node's name and its ``spec`` only says which node it describes; everything observed goes into
 ``status`` (the status subresource), so RBAC can grant the agent ``create`` on the object and
 ``update``/``patch`` on ``routeagentnodestates/status`` and nothing on any spec. The status shape
-(`agent.k8s.status.node_status`):
+(`agent.daemon.status.node_status`):
 
     status:
       updated: "2026-12-03T10:00:00Z"
@@ -16,15 +16,15 @@ Node's name and its ``spec`` only says which node it describes; everything obser
       installed: 9
       configErrors: ["BgpPeer/x: spec.peerAS: ..."]
 
-It lives apart from `agent.kinds` so `route-agent validate` does not take it for configuration;
-`agent.crds` generates its CRD with the others.
+It lives apart from `agent.config.kinds` so `route-agent validate` does not take it for configuration;
+`agent.config.crds` generates its CRD with the others.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from .base import API_VERSION, DnsSubdomain, Metadata, _Model
+from .base import DnsSubdomain, Resource, _Model
 
 
 class RouteAgentNodeStateSpec(_Model):
@@ -32,12 +32,10 @@ class RouteAgentNodeStateSpec(_Model):
     """The Node this state describes (equal to metadata.name)."""
 
 
-class RouteAgentNodeState(_Model):
+class RouteAgentNodeState(Resource):
     """Observed routing state of one node's route-agent (peers, prefix counts), in status."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["RouteAgentNodeState"] = "RouteAgentNodeState"
-    metadata: Metadata
     spec: RouteAgentNodeStateSpec
 
 

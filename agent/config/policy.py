@@ -1,6 +1,6 @@
 """RoutePolicy: the configuration schema of route policies (import now, export later).
 
-DOC: a ``RoutePolicy`` is a Kubernetes-shaped resource like every other kind (`agent.config`):
+DOC: a ``RoutePolicy`` is a Kubernetes-shaped resource like every other kind (`agent.config.base`):
 camelCase fields, ``extra="forbid"``, frozen, canonical values, cross-field errors reported at
 the exact field. Peers refer to a policy by ``metadata.name``; the built-in ``acceptAll`` (see
 `agent.policy`) is not a DNS name, so no object can shadow it.
@@ -70,19 +70,19 @@ from pydantic_core import InitErrorDetails
 
 from ..policy.aspath import compile_as_path_regex
 from .base import (
-    API_VERSION,
     U32_MAX,
     Distance,
     DnsLabel,
     IPAddress,
     IPPrefix,
-    Metadata,
+    Resource,
     _at,
     _check_address,
     _check_prefix,
     _error,
     _Model,
     _raise,
+    unique_errors,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ WELL_KNOWN_COMMUNITIES: dict[str, str] = {
 def canonical_community(text: str) -> str:
     """``"65000:0100"`` -> ``"65000:100"``, ``"no-export"`` -> ``"65535:65281"``; ValueError if invalid.
 
-    The canonical text is what `agent.model.BgpAttrs.communities` holds (decimal ``high:low``).
+    The canonical text is what `agent.core.model.BgpAttrs.communities` holds (decimal ``high:low``).
     """
     if text in WELL_KNOWN_COMMUNITIES:
         return WELL_KNOWN_COMMUNITIES[text]
@@ -340,26 +340,16 @@ class RoutePolicySpec(_Model):
 
     @model_validator(mode="after")
     def _unique_names(self) -> "RoutePolicySpec":
-        errors: list[InitErrorDetails] = []
-        seen: dict[str, int] = {}
-        for i, stmt in enumerate(self.statements):
-            if stmt.name is None:
-                continue
-            if stmt.name in seen:
-                errors.append(_at(("statements", i, "name"), stmt.name, "duplicate_statement",
-                                  f"duplicate statement name {stmt.name!r} (already statements[{seen[stmt.name]}])"))
-            else:
-                seen[stmt.name] = i
-        _raise(type(self).__name__, errors)
+        _raise(type(self).__name__, unique_errors(
+            self.statements, "statements", "statement name", "duplicate_statement",
+            key=lambda s: s.name, sub=("name",)))
         return self
 
 
-class RoutePolicy(_Model):
+class RoutePolicy(Resource):
     """An ordered route policy, referred to by name from peers (import) and exports."""
 
-    api_version: Literal["routeagent.io/v1alpha1"] = API_VERSION
     kind: Literal["RoutePolicy"] = "RoutePolicy"
-    metadata: Metadata
     spec: RoutePolicySpec = Field(default_factory=RoutePolicySpec)
 
 

@@ -274,16 +274,40 @@ class KernelRoute:
         return " ".join(p for p in (head, hops, metric) if p)
 
 
-_INTERN: dict[Any, Any] = {}
+INTERN_GENERATION = 1 << 17  # entries per generation of the intern table
+_young: dict[Any, Any] = {}
+_old: dict[Any, Any] = {}
 
 
 def intern(value: Any) -> Any:
-    """Return the one shared instance equal to `value` (for origins, next hops, candidates ...).
+    """Return a shared instance equal to `value` (for origins, next hops, candidates ...).
 
-    The table only grows with distinct values, which are few (next-hop sets, attribute sets),
-    not with routes.
+    Most routes share a few values (next-hop sets, attribute sets), but a peer that sends one
+    community per prefix makes every candidate distinct, and a table that kept every value ever
+    seen would keep them after their routes are gone. So the table has two generations of at most
+    `INTERN_GENERATION` entries: a hit in the old one moves to the young one, and when the young
+    one is full it becomes the old one and the previous old one is dropped. Values in use keep
+    being found (and shared); values seen once stop costing memory two generations later. Sharing
+    is an optimisation only: code compares with ``is`` first and ``==`` after.
     """
-    return _INTERN.setdefault(value, value)
+    hit = _young.get(value)
+    if hit is None:
+        hit = _intern_miss(value)
+    return hit
+
+
+def _intern_miss(value: Any) -> Any:
+    global _young, _old
+    hit = _old.get(value, value)
+    if len(_young) >= INTERN_GENERATION:
+        _old, _young = _young, {}
+    _young[value] = hit
+    return hit
+
+
+def intern_size() -> int:
+    """Entries held by the intern table (both generations), for tests and metrics."""
+    return len(_young) + len(_old)
 
 
 def nexthops(*hops: NextHop) -> tuple[NextHop, ...]:

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import base as cfgmod
+from ..config import resolve as cfgmod
 from ..config.loader import ConfigError, Problem, config_fingerprint, format_problems, load_path
 from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
 from ..fib.reconciler import FibState

@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..core.model import Prefix, intern
-from ..policy.engine import NO_MODS, CompiledPolicy, PeerInfo, Reason, Verdict, shared_verdict
+from ..policy.engine import CompiledPolicy, PeerInfo
+from ..policy.verdict import NO_MODS, Reason, Verdict, shared_verdict
 
 
 @dataclass(frozen=True, slots=True)

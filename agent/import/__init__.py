@@ -9,10 +9,13 @@ DOC: ``import`` is a Python keyword, so this package is only reached through
 * `stage` — `ImportStage`: per received route: guard, the peer's import policy (RFC 8212 default
   deny for eBGP), max-prefix, then the RIB `Update` with a `Candidate`; counters and per-route
   verdicts for ``explain``.
+* `peer` — `ImportPeer` (a peer's import settings) and `PeerState` (what the stage keeps per
+  peer, and how an accepted route becomes a `Candidate`).
 * `maxprefix` — `MaxPrefix`: accepted-prefix counts per peer and family and what to do over the
   limit (warn, discard extra, tear down with Cease 6/1 and a restart hold-down).
 
-The policy machinery itself (`agent.policy`, `agent.policy_models`) is shared with export.
+The policy machinery itself (`agent.policy`; its schema in `agent.config.policy`) is shared with
+export. May import: `agent.policy`, `agent.core` (see `.importlinter`).
 """
 
 from .guard import GUARD, MARTIANS, Guard

@@ -49,7 +49,8 @@ import ipaddress
 from collections.abc import Iterable
 
 from ..core.model import Prefix, canonical_address
-from ..policy.engine import V6_FLAG, NO_MODS, PrefixIndex, Reason, Verdict, host_prefix
+from ..policy.prefixes import PrefixIndex, V6_FLAG, host_prefix
+from ..policy.verdict import NO_MODS, Reason, Verdict
 
 GUARD = "guard"
 

@@ -47,61 +47,29 @@ re-evaluate routes already received: the caller re-feeds them (adj-RIB-in or rou
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
 from ..core.model import (
     DEFAULT_DISTANCE,
-    BgpAttrs,
-    BgpOrigin,
-    Candidate,
-    NextHop,
     Origin,
     Prefix,
-    RouteType,
     SourceKind,
     Update,
-    canonical_address,
-    intern,
-    nexthops,
 )
-from ..policy.engine import (
-    V6_FLAG,
-    BoundPolicy,
-    CompiledPolicy,
-    Modifications,
-    PeerInfo,
-    Reason,
-    Verdict,
-    shared_verdict,
-)
+from ..policy.engine import CompiledPolicy
+from ..policy.prefixes import V6_FLAG
+from ..policy.verdict import Reason, Verdict, shared_verdict
 from .guard import Guard
-from .maxprefix import MaxPrefix, MaxPrefixDecision, MaxPrefixLimit
+from .maxprefix import MaxPrefix, MaxPrefixDecision
+from .peer import ImportPeer, PeerState
 
 MAX_PREFIX = "max-prefix"
-_LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
 _OK = MaxPrefixDecision.OK
 _DISCARD = MaxPrefixDecision.DISCARD
 _TEARDOWN = MaxPrefixDecision.TEARDOWN
-
-
-@dataclass(frozen=True, slots=True)
-class ImportPeer:
-    """Import settings of one peer (built from the peer configuration)."""
-
-    address: str  # canonical address text; the peer's key and origin name
-    asn: int
-    ebgp: bool
-    policy: str | None = None  # import policy name; None: RFC 8212 default
-    distance: int | None = None  # admin distance override for this peer's routes
-    allow_default: bool = False  # may send 0.0.0.0/0 and ::/0
-    allow_covering: bool = False  # may send routes covering the node's own prefixes
-    device: str | None = None  # interface for IPv6 link-local next hops
-    router_id: str | None = None  # BGP identifier (only used when attrs are not a BgpAttrs)
-    max_prefix: Mapping[int, MaxPrefixLimit] = field(default_factory=dict, hash=False)  # family -> limit
 
 
 class ImportResult(NamedTuple):
@@ -112,29 +80,6 @@ class ImportResult(NamedTuple):
 
 _result = partial(tuple.__new__, ImportResult)  # NamedTuples without their Python-level __new__:
 _update = partial(tuple.__new__, Update)  # one of each per received route
-
-
-class _Peer:
-    __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
-                 "key4", "key6", "rejected_kept", "last", "base", "hops", "max_verdicts")
-
-    def __init__(self, settings: ImportPeer) -> None:
-        self.settings = settings
-        self.info = PeerInfo(settings.address, settings.asn, settings.ebgp)
-        kind = SourceKind.EBGP if settings.ebgp else SourceKind.IBGP
-        self.origin = intern(Origin(kind, settings.address))
-        self.bound: BoundPolicy | None = None
-        self.fixed: Verdict | None = None  # the verdict of every route when there is no policy
-        self.distance = 0
-        self.verdicts: dict[Prefix, Verdict] = {}
-        self.held = [0, 0, 0, 0]  # v4 rejected, v4 accepted, v6 rejected, v6 accepted
-        self.key4 = (settings.address, 4)
-        self.key6 = (settings.address, 6)
-        self.rejected_kept = 0
-        self.last: tuple[Any, Modifications, Any, Candidate] | None = None
-        self.base: tuple[Any, BgpAttrs] | None = None
-        self.hops: dict[Any, tuple[NextHop, ...]] = {}
-        self.max_verdicts: dict[int, Verdict] = {}
 
 
 class ImportStage:
@@ -154,7 +99,7 @@ class ImportStage:
         self.keep_rejected = keep_rejected
         self._policies: Mapping[str, CompiledPolicy] = dict(policies or {})
         self._distances = dict(DEFAULT_DISTANCE if distances is None else distances)
-        self._peers: dict[str, _Peer] = {}
+        self._peers: dict[str, PeerState] = {}
         self.received: dict[tuple[str, int], int] = {}
         self.accepted: dict[tuple[str, int], int] = {}
         self.rejected: dict[tuple[str, int, Reason], int] = {}
@@ -169,7 +114,7 @@ class ImportStage:
         if old is None or old.settings.ebgp != settings.ebgp or old.settings.asn != settings.asn:
             if old is not None:
                 self.maxprefix.forget(settings.address)
-            peer = _Peer(settings)
+            peer = PeerState(settings)
             self._peers[settings.address] = peer
         else:
             peer = old
@@ -198,7 +143,7 @@ class ImportStage:
             peer.last = None
             self._bind(peer)
 
-    def _bind(self, peer: _Peer) -> None:
+    def _bind(self, peer: PeerState) -> None:
         s = peer.settings
         peer.distance = s.distance if s.distance is not None else self._distances[peer.origin.kind]
         peer.bound = None
@@ -265,7 +210,7 @@ class ImportStage:
             st.verdicts[prefix] = verdict
             st.held[base + 1] += 1
             self.accepted[key] = self.accepted.get(key, 0) + 1
-            cand = self._candidate(st, nexthop, attrs, verdict.mods)
+            cand = st.candidate(nexthop, attrs, verdict.mods)
             return _result((verdict, _update((prefix, st.origin, cand)), decision))
         rkey = (peer, 6 if v6 else 4, verdict.reason)
         self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
@@ -364,71 +309,10 @@ class ImportStage:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _max_verdict(self, st: _Peer, family: int) -> Verdict:
+    def _max_verdict(self, st: PeerState, family: int) -> Verdict:
         v = st.max_verdicts.get(family)
         if v is None:
             limit = st.settings.max_prefix.get(family)
             text = f"limit {limit.limit} {limit.action.value}" if limit is not None else "torn down"
             v = st.max_verdicts[family] = shared_verdict(False, text, Reason.MAX_PREFIX, policy=MAX_PREFIX)
         return v
-
-    def _candidate(self, st: _Peer, nexthop: str | None, attrs: Any, mods: Modifications) -> Candidate:
-        last = st.last
-        if last is not None and last[0] is attrs and last[1] is mods and last[2] == nexthop:
-            return last[3]
-        bgp = self._base_attrs(st, attrs)
-        if mods.changes_attrs:
-            bgp = mods.apply(bgp)
-        hops = st.hops.get(nexthop)
-        if hops is None:
-            hops = self._nexthops(st, nexthop)
-        cand = intern(Candidate(
-            st.origin,
-            st.distance if mods.distance is None else mods.distance,
-            hops,
-            RouteType.UNICAST,
-            intern(bgp),
-            mods.metric,
-        ))
-        st.last = (attrs, mods, nexthop, cand)
-        return cand
-
-    def _base_attrs(self, st: _Peer, attrs: Any) -> BgpAttrs:
-        base = st.base
-        if base is not None and base[0] is attrs:
-            return base[1]
-        s = st.settings
-        if isinstance(attrs, BgpAttrs):
-            bgp = attrs
-            if s.ebgp and bgp.local_pref != 100:
-                bgp = replace(bgp, local_pref=100)
-        else:
-            local_pref = getattr(attrs, "local_pref", None)
-            med = getattr(attrs, "med", None)
-            bgp = BgpAttrs(
-                peer_address=s.address,
-                peer_as=s.asn,
-                router_id=getattr(attrs, "router_id", None) or s.router_id or s.address,
-                ebgp=s.ebgp,
-                local_pref=100 if s.ebgp or local_pref is None else local_pref,
-                as_path=tuple(getattr(attrs, "as_path", ())),
-                origin=BgpOrigin(getattr(attrs, "origin", BgpOrigin.IGP)),
-                med=0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                communities=tuple(getattr(attrs, "communities", ())),
-                large_communities=tuple(getattr(attrs, "large_communities", ())),
-            )
-        st.base = (attrs, bgp)
-        return bgp
-
-    def _nexthops(self, st: _Peer, nexthop: str | None) -> tuple[NextHop, ...]:
-        if not nexthop:
-            hops = nexthops()
-        else:
-            gateway = canonical_address(nexthop)
-            ip = ipaddress.ip_address(gateway)
-            dev = st.settings.device if ip.version == 6 and ip in _LINK_LOCAL_V6 else None
-            hops = nexthops(NextHop(gateway, dev))
-        if len(st.hops) >= 4096:
-            st.hops.clear()
-        st.hops[nexthop] = hops
-        return hops

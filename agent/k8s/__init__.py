@@ -1,6 +1,11 @@
 """Kubernetes adapters: the thin layer between the official `kubernetes` client and the agent.
 
 DOC: `reflector` lists and watches one resource in a daemon thread and hands batches of changed
-objects (plain dicts turned into the consumer's values) to a callback; `testapi` is an in-process
-API server speaking the same HTTP the client uses, for tests and benchmarks.
+objects (plain dicts turned into the consumer's values) to a callback; `objects` reduces them at
+ingest to small frozen values; `services` computes Service VIPs (eTP/iTP=Local from
+EndpointSlices); `cluster` turns the watched objects into this node's configuration; `source` wires
+the reflectors, status writes and Events. The test API server these are tested against lives
+outside the package, in `testlab.k8sapi`.
+
+May import: `agent.sources`, `agent.speaker`, `agent.config` and below (see `.importlinter`).
 """

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..config.base import Config, NodeIdentity, for_node
+from ..config.resolve import Config, NodeIdentity, for_node
 from ..config.loader import ConfigError, Problem, _Loader
 from ..config.kinds import KINDS
 from ..core.model import Prefix

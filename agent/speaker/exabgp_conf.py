@@ -17,8 +17,11 @@ through the supervisor, which restarts both) and one ``neighbor`` block per peer
   ``adj-rib-out true``: ExaBGP re-sends our (few) advertisements itself when a session comes
   back and answers route refreshes.
 * ``capability { route-refresh enable; graceful-restart N; }`` (graceful restart only when N > 0).
-* ``passive true`` for passive peers, else ``connect PORT``. Incoming sessions arrive on the
-  listener given by the environment (``exabgp.tcp.bind``/``port`` from `BgpSpeakerSpec`).
+* ``passive true`` for passive peers, else ``connect PORT``. ExaBGP never listens on the wildcard
+  addresses by itself: with BgpSpeaker ``listenAddresses`` unset, ``exabgp.tcp.bind`` is empty and
+  each passive peer gets ``listen PORT`` (ExaBGP binds its ``local-address`` only, sets that
+  peer's MD5 key on the listening socket, and follows reloads); with ``listenAddresses`` given,
+  ``exabgp.tcp.bind`` lists them (empty list: no listener) and no neighbour has its own.
 * ``md5-password`` written base64 with ``md5-base64 true`` (no quoting problem, whatever the
   characters), ``outgoing-ttl N`` for eBGP multihop (ExaBGP 5 sets it on outgoing and accepted
   sockets), ``hold-time``, ``local-address`` when given (else ExaBGP's auto discovery).
@@ -88,7 +91,8 @@ def render(
     `api_command` is the argv ExaBGP runs as its API helper (an absolute program path first).
     `secrets` maps peer names to MD5 passwords (a peer with md5PasswordFile but no entry is an
     error). `user` is what ExaBGP "drops" to (default: the current user, i.e. no drop).
-    Raises ValueError for peers ExaBGP cannot hold together (two with the same address).
+    Raises ValueError for peers ExaBGP cannot hold together (two with the same address) and for a
+    passive peer without a local address to listen on.
     """
     secrets = secrets or {}
     if not api_command or not api_command[0].startswith("/"):
@@ -109,7 +113,7 @@ def render(
             raise ValueError(f"BgpPeer {name}: peer address {spec.peer_address} is already used by "
                              f"BgpPeer {seen[spec.peer_address]}")
         seen[spec.peer_address] = name
-        lines += _neighbor(peer, secrets)
+        lines += _neighbor(peer, secrets, speaker)
     env = {
         "exabgp.daemon.daemonize": "false",
         "exabgp.daemon.drop": "false",
@@ -127,7 +131,7 @@ def render(
         "exabgp.log.packets": "false",
         "exabgp.log.routes": "false",
         "exabgp.log.short": "true",
-        "exabgp.tcp.bind": " ".join(speaker.listen_addresses),
+        "exabgp.tcp.bind": " ".join(speaker.listen_addresses or ()),
         "exabgp.tcp.port": str(speaker.listen_port),
         "exabgp.tcp.attempts": "0",
         "exabgp.bgp.passive": "false",
@@ -135,7 +139,7 @@ def render(
     return ExabgpConfig("\n".join(lines) + "\n", env)
 
 
-def _neighbor(peer: BgpPeer, secrets: Mapping[str, str]) -> list[str]:
+def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec) -> list[str]:
     name, spec = peer.metadata.name, peer.spec
     out = [
         "",
@@ -152,6 +156,11 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str]) -> list[str]:
     ]
     if spec.passive:
         out.append("    passive true;")
+        if speaker.listen_addresses is None:
+            if spec.local_address is None:
+                raise ValueError(f"BgpPeer {name}: a passive peer needs localAddress (where ExaBGP "
+                                 "listens for it) unless BgpSpeaker listenAddresses is set")
+            out.append(f"    listen {speaker.listen_port};")
     else:
         out += ["    passive false;", f"    connect {spec.port};"]
     if spec.ebgp_multihop is not None:
