@@ -4,9 +4,10 @@
 from agent.core.model import Candidate, NextHop, Origin, SourceKind, Update, nexthops
 from agent.sources.bgp import BgpPeerSettings, BgpSource
 from agent.core.bgp import (
-    Announced, EndOfRib, Family, GracefulRestart, Open, PathAttrs, PeerState, PeerStatus,
+    Announced, EndOfRib, Family, GracefulRestart, Notification, Open, PathAttrs, PeerState, PeerStatus,
     RouteUpdate, SpeakerRestarted,
 )
+from agent.core.bgp_speaker import SpeakerDown
 from tests.factories import P
 
 PEER = "192.0.2.1"
@@ -19,6 +20,7 @@ class FakeStage:
     def __init__(self):
         self.accepted = {}
         self.reject = set()
+        self.limit = None  # max-prefix teardown once a peer holds more than this many prefixes
 
     def origin(self, peer):
         return Origin(SourceKind.EBGP, peer)
@@ -29,6 +31,8 @@ class FakeStage:
             was = prefix in mine
             mine.discard(prefix)
             return (None, Update(prefix, self.origin(peer), None) if was else None, "ok")
+        if self.limit is not None and prefix not in mine and len(mine) >= self.limit:
+            return (None, None, "teardown")
         mine.add(prefix)
         cand = Candidate(self.origin(peer), 20, nexthops(NextHop(nexthop)))
         return (None, Update(prefix, self.origin(peer), cand), "ok")  # (verdict, update, max-prefix)
@@ -46,8 +50,8 @@ class FakeStage:
         return sorted(self.accepted.get(peer, ()))
 
 
-def announce(*prefixes, peer=PEER):
-    return RouteUpdate(peer, Family.IPV4_UNICAST, tuple(Announced(P(p), "10.0.0.1", ATTRS) for p in prefixes))
+def announce(*prefixes, peer=PEER, family=Family.IPV4_UNICAST):
+    return RouteUpdate(peer, family, tuple(Announced(P(p), "10.0.0.1", ATTRS) for p in prefixes))
 
 
 def withdrawn(out):
@@ -56,6 +60,15 @@ def withdrawn(out):
 
 def source(gr=True):
     return BgpSource(FakeStage(), [BgpPeerSettings(PEER, (Family.IPV4_UNICAST,), gr)], speaker_stale_seconds=30)
+
+
+def established(gr_time: int, *prefixes: str) -> BgpSource:
+    """A session up whose peer's OPEN asked for graceful restart, with `prefixes` received."""
+    src = source()
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(gr_time)), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce(*prefixes), 1)
+    return src
 
 
 def test_session_down_without_graceful_restart_withdraws_everything_at_once():
@@ -67,10 +80,7 @@ def test_session_down_without_graceful_restart_withdraws_everything_at_once():
 
 
 def test_graceful_restart_keeps_routes_then_eor_sweeps_what_was_not_reannounced():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16", "10.2.0.0/16"), 1)
+    src = established(120, "10.1.0.0/16", "10.2.0.0/16")
     down = src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
     assert down.updates == [] and down.timers == [(120, PEER)]
     src.handle(PeerState(PEER, PeerStatus.UP), 10)
@@ -81,10 +91,7 @@ def test_graceful_restart_keeps_routes_then_eor_sweeps_what_was_not_reannounced(
 
 
 def test_graceful_restart_timer_withdraws_stale_routes_when_the_peer_stays_away():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
     assert src.stale_timer(PEER, 30).updates == []  # not yet
     assert withdrawn(src.stale_timer(PEER, 62)) == ["10.1.0.0/16"]
@@ -119,10 +126,7 @@ def test_eor_needs_every_family_of_the_peer():
 
 
 def test_withdraw_of_a_stale_prefix_removes_it():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     src.handle(PeerState(PEER, PeerStatus.DOWN), 2)
     src.handle(PeerState(PEER, PeerStatus.UP), 3)
     out = src.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, withdrawn=(P("10.1.0.0/16"),)), 4)
@@ -135,6 +139,7 @@ def test_peers_reported_down_because_exabgp_died_go_stale_not_away():
     src = source(gr=False)
     src.handle(PeerState(PEER, PeerStatus.UP), 0)
     src.handle(announce("10.1.0.0/16"), 1)
+    src.handle(SpeakerDown("exited with signal 9"), 2)  # the supervisor's structured fact, then
     out = src.handle(PeerState(PEER, PeerStatus.DOWN, "speaker exited with signal 9"), 2)
     assert out.updates == [] and out.timers == [(30, PEER)]
     src.handle(SpeakerRestarted(1), 3)
@@ -144,10 +149,7 @@ def test_peers_reported_down_because_exabgp_died_go_stale_not_away():
 
 
 def test_failed_reconnect_attempts_do_not_extend_the_stale_deadline():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(60, "10.1.0.0/16")
     assert src.handle(PeerState(PEER, PeerStatus.DOWN), 2).timers == [(60, PEER)]
     for t in (10, 20, 30):  # TCP connects, the OPEN exchange fails
         src.handle(PeerState(PEER, PeerStatus.CONNECTED), t)
@@ -156,19 +158,59 @@ def test_failed_reconnect_attempts_do_not_extend_the_stale_deadline():
 
 
 def test_a_notification_ends_graceful_restart_and_withdraws_at_once():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(120)), 0)
-    src.handle(PeerState(PEER, PeerStatus.UP), 0)
-    src.handle(announce("10.1.0.0/16"), 1)
+    src = established(120, "10.1.0.0/16")
+    src.handle(Notification(PEER, 6, 2), 2)  # as ExaBGP: the NOTIFICATION, then the state
     out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 2)
     assert withdrawn(out) == ["10.1.0.0/16"] and out.timers == []
 
 
-def test_removing_a_peer_withdraws_its_accepted_and_its_stale_routes():
-    src = source()
-    src.handle(Open(PEER, 65001, 90, "1.1.1.1", (Family.IPV4_UNICAST,), GracefulRestart(60)), 0)
+def test_a_notification_we_sent_ends_graceful_restart_too():
+    src = established(120, "10.1.0.0/16")
+    src.handle(Notification(PEER, 4, 0, b"", "send"), 2)  # hold timer expired (the codec's event)
+    out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification sent (4,0)"), 2)
+    assert withdrawn(out) == ["10.1.0.0/16"] and out.timers == []
+
+
+def test_the_reason_text_decides_nothing_only_the_events_do():
+    src = established(120, "10.1.0.0/16")
+    # no Notification event and no SpeakerDown: a plain session loss, graceful restart applies
+    out = src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 2)
+    assert out.updates == [] and out.timers == [(120, PEER)]
+    # a NOTIFICATION of an earlier session does not end the next one
+    src.handle(PeerState(PEER, PeerStatus.UP), 3)
+    src.handle(announce("10.1.0.0/16"), 4)
+    src.handle(PeerState(PEER, PeerStatus.DOWN, "speaker exited with signal 9"), 5)
+    assert src.sessions[PEER].stale == {P("10.1.0.0/16")}
+    src.handle(PeerState(PEER, PeerStatus.UP), 6)
+    assert withdrawn(src.handle(EndOfRib(PEER, Family.IPV4_UNICAST), 7)) == ["10.1.0.0/16"]
+    src.handle(Notification(PEER, 6, 2), 8)
+    src.handle(PeerState(PEER, PeerStatus.DOWN, "notification received (6,2)"), 8)
+    src.handle(PeerState(PEER, PeerStatus.UP), 9)
+    src.handle(announce("10.2.0.0/16"), 10)
+    assert src.handle(PeerState(PEER, PeerStatus.DOWN, "closing connection"), 11).timers == [(120, PEER)]
+
+
+def test_our_max_prefix_teardown_withdraws_every_family_at_once_under_graceful_restart():
+    """Issue 14.4: with graceful restart negotiated ExaBGP closes the session without the Cease;
+    the routes of the peer we threw out, all families, must go at once, not stay stale for the
+    restart time (an IPv6 route outlived our Cease by 114 s)."""
+    both = (Family.IPV4_UNICAST, Family.IPV6_UNICAST)
+    src = BgpSource(FakeStage(), [BgpPeerSettings(PEER, both)], speaker_stale_seconds=30)
+    src.handle(Open(PEER, 65001, 90, "1.1.1.1", both, GracefulRestart(120, False, both, both)), 0)
     src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("2001:db8:1::/48", family=Family.IPV6_UNICAST), 1)
     src.handle(announce("10.1.0.0/16"), 1)
+    src.stage.limit = 2
+    out = src.handle(announce("10.2.0.0/16"), 2)
+    assert out.commands == [(PEER, "teardown")]
+    out = src.handle(PeerState(PEER, PeerStatus.DOWN,
+                               "graceful restarted negotiated, closing without sending any notification"), 3)
+    assert withdrawn(out) == ["10.1.0.0/16", "2001:db8:1::/48"] and out.timers == []
+    assert src.sessions[PEER].stale == set()
+
+
+def test_removing_a_peer_withdraws_its_accepted_and_its_stale_routes():
+    src = established(60, "10.1.0.0/16")
     src.handle(PeerState(PEER, PeerStatus.DOWN), 2)  # 10.1.0.0/16 is now stale
     src.handle(PeerState(PEER, PeerStatus.UP), 3)
     src.handle(announce("10.2.0.0/16"), 4)  # accepted again

@@ -4,47 +4,25 @@ route refresh (ExaBGP keeps no adj-RIB-in), at most every REFRESH_DELAY seconds.
 from __future__ import annotations
 
 import asyncio
-import importlib
 
 import pytest
 
 from agent.daemon import bgp as bgpruntime
-from agent.daemon.bgp import BgpRuntime
 from agent.config.resolve import distances
-from agent.config.loader import load_text
 from agent.core.model import BgpAttrs, Prefix, Update
 from agent.policy.verdict import Reason
 from agent.core.bgp import RequestRouteRefresh
+from tests.bgpruntime_lab import recording_runtime, tor1_config
 
 P = Prefix.parse
 PEER = "10.0.0.1"
-CONFIG = """apiVersion: routeagent.io/v1alpha1
-kind: BgpPeer
-metadata: {name: tor1}
-spec:
-  peerAddress: 10.0.0.1
-  peerAS: 65001
-  localAS: 65000
-  routerId: 10.0.0.254
-  families: [ipv4-unicast, ipv6-unicast]
-  importPolicy: acceptAll
----
-apiVersion: routeagent.io/v1alpha1
-kind: Advertisement
-metadata: {name: pods}
-spec: {type: podCIDR, prefixes: [10.244.1.0/24]}
-"""
+CONFIG = tor1_config()
 ROUTES = ["10.96.0.10/32", "10.244.2.0/24", "10.244.2.64/26", "198.51.100.0/24"]
 
 
 @pytest.fixture
 def rt(tmp_path):
-    config = load_text(CONFIG)
-    runtime = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
-                         runtime_dir=str(tmp_path))
-    runtime.sent = []
-    runtime.speaker.send = runtime.sent.append  # no ExaBGP: record the commands
-    runtime.config = config
+    runtime = recording_runtime(CONFIG, tmp_path)  # no ExaBGP: runtime.sent records the commands
     a = BgpAttrs(PEER, 65001, PEER, True, as_path=(65001,))
     for p in ROUTES:
         assert runtime.stage.receive(PEER, P(p), PEER, a).verdict.accepted

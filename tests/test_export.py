@@ -8,7 +8,7 @@ from agent.export.reconciler import ExportReconciler
 from agent.policy.engine import compile_policies
 from agent.config.policy import RoutePolicy
 from agent.core.bgp import AnnounceAttributes, AnnounceEor, AnnounceRoute, WithdrawRoute
-from agent.speaker.codec import encode
+from agent.speaker.encoder import encode
 from tests.factories import P
 
 
@@ -155,3 +155,68 @@ def test_next_hop_self_of_the_other_family_is_refused_with_a_reason():
     assert set(got) == {"10.244.1.0/24"} and rej == {"fd00:244:1::/64": "no_next_hop"}
     got, rej = run(peer, [adv("pods6", ["fd00:244:1::/64"], nextHop="fd00::254")])
     assert set(got) == {"fd00:244:1::/64"} and rej == {}
+
+
+# ---- what ExaBGP accepted (acks) and what the speaker dropped ----
+def up_reconciler(n=3):
+    r = ExportReconciler()
+    r.configure("10.0.0.2", 65000, False)
+    r.set_desired("10.0.0.2", adverts_for(n))
+    return r, r.session_up("10.0.0.2", [4])
+
+
+def test_announced_only_once_exabgp_said_done():
+    r, (cmd, eor) = up_reconciler()
+    p = P("10.0.0.0/24")
+    assert r.announced("10.0.0.2", p) is None  # in flight
+    r.acked(eor, True)  # not an advert command: ignored
+    r.acked(cmd, True)
+    assert r.announced("10.0.0.2", p) == AdvertAttrs() and r.refused["10.0.0.2"] == 0
+
+
+def test_an_error_ack_marks_the_prefixes_not_announced_and_the_next_reconcile_sends_them_again():
+    r, (cmd, _eor) = up_reconciler()
+    r.acked(cmd, False)
+    assert all(r.announced("10.0.0.2", p) is None for p in adverts_for(3))
+    assert r.refused["10.0.0.2"] == 3
+    again = r.set_desired("10.0.0.2", adverts_for(3))  # nothing changed, but ExaBGP refused them
+    assert again == [cmd]
+    r.acked(again[0], True)
+    assert all(r.announced("10.0.0.2", p) == AdvertAttrs() for p in adverts_for(3))
+
+
+def test_an_error_ack_for_a_replaced_announcement_changes_nothing():
+    r, (cmd, _eor) = up_reconciler(1)
+    (newer,) = r.set_desired("10.0.0.2", adverts_for(1, med=9))
+    r.acked(cmd, False)  # the old attributes were refused; the new ones are on their way
+    r.acked(newer, True)
+    assert r.announced("10.0.0.2", P("10.0.0.0/24")).med == 9
+    assert r.set_desired("10.0.0.2", adverts_for(1, med=9)) == []
+
+
+def test_a_refused_withdraw_is_sent_again():
+    r, (cmd, _eor) = up_reconciler(1)
+    r.acked(cmd, True)
+    (withdraw,) = r.set_desired("10.0.0.2", {})
+    r.acked(withdraw, False)
+    assert r.announced("10.0.0.2", P("10.0.0.0/24")) is None
+    assert r.set_desired("10.0.0.2", {}) == [withdraw]
+
+
+def test_dropped_commands_are_planned_again_with_the_eor_last():
+    r, (cmd, eor) = up_reconciler(2)
+    r.dropped_commands([cmd, eor])
+    assert r.dropped["10.0.0.2"] == 2 and r.set_desired("10.0.0.2", adverts_for(2)) == [cmd]
+    assert r.replan() == [eor] and r.replan() == []  # the routes went with set_desired
+    r.dropped_commands([cmd])
+    assert r.replan() == [cmd]
+    assert r.announced("10.0.0.2", P("10.0.0.0/24")) is None  # in flight again
+    r.acked(cmd, True)
+    assert r.announced("10.0.0.2", P("10.0.0.0/24")) == AdvertAttrs()
+    # a dropped withdraw: withdrawn again; a peer that went down meanwhile: nothing
+    (withdraw,) = r.set_desired("10.0.0.2", {})
+    r.dropped_commands([withdraw])
+    assert r.replan() == [withdraw]
+    r.dropped_commands([withdraw])
+    r.session_down("10.0.0.2")
+    assert r.replan() == []

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent.core.model import BgpOrigin, Prefix
-from agent.speaker.codec import CodecError, Decoder, encode
+from agent.speaker.codec import CodecError, Decoder
+from agent.speaker.encoder import encode
 from agent.core.bgp import (
     Ack,
     AnnounceEor,
@@ -200,6 +201,18 @@ def test_keepalives_are_ignored():
 def test_notification_message_text():
     (n,) = Decoder().decode(line(45))
     assert n.message == 'Shutdown Communication: "maintenance window"'
+
+
+def test_a_notification_exabgp_sent_is_an_event_before_the_down():
+    """ExaBGP says it sent a NOTIFICATION only in the down reason (as in netns-tests/test_speaker.py:
+    ``notification sent (6,1)`` after a teardown): the codec makes it an event."""
+    text = ('{"type": "state", "neighbor": {"address": {"local": "10.99.0.2", "peer": "10.99.0.1"}, '
+            '"state": "down", "reason": "notification sent (4,0)"}}')
+    assert Decoder().decode(text) == (Notification("10.99.0.1", 4, 0, b"", "send"),
+                                      PeerState("10.99.0.1", PeerStatus.DOWN, "notification sent (4,0)"))
+    # other reasons, and other states, stay one PeerState
+    other = text.replace("notification sent (4,0)", "closing connection")
+    assert Decoder().decode(other) == (PeerState("10.99.0.1", PeerStatus.DOWN, "closing connection"),)
 
 
 # ---- commands ---------------------------------------------------------------------------------

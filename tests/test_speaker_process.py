@@ -17,7 +17,10 @@ import time
 import pytest
 
 from agent.config.bgp import BgpPeer, BgpSpeakerSpec
-from agent.core.bgp import AnnounceRoute, PeerState, PeerStatus, SpeakerRestarted
+from agent.core.bgp import (
+    AnnounceEor, AnnounceRoute, Family, PeerState, PeerStatus, SpeakerRestarted, Teardown, WithdrawRoute,
+)
+from agent.core.bgp_speaker import CommandAck, CommandsDropped, SpeakerDown
 from agent.speaker.process import Speaker
 
 
@@ -68,6 +71,7 @@ async def test_commands_queued_before_start_are_acked_and_send_never_blocks(tmp_
     async with sp:
         col = Collector(sp)
         await sp.wait_running(30)
+        await asyncio.wait_for(sp.drained(), 30)  # all written (not necessarily answered yet)
         await until(lambda: sp.acks[True] == 501 and sp.acks[False] == 1, what="502 acks")
         assert sp.pending_commands == 0
         assert os.stat(sp.dir).st_mode & 0o777 == 0o700 and os.stat(sp.conf_path).st_mode & 0o777 == 0o600
@@ -84,8 +88,9 @@ async def test_crash_is_detected_peers_go_down_and_exabgp_restarts(tmp_path):
         sp.peer_states["127.0.0.2"] = PeerStatus.UP  # as if the session were up
         sp.kill()
         await until(lambda: any(isinstance(e, SpeakerRestarted) for e in col.events), what="restart")
-        down = next(e for e in col.events if isinstance(e, PeerState))
-        assert down == PeerState("127.0.0.2", PeerStatus.DOWN, "speaker exited with signal SIGKILL")
+        down = next(i for i, e in enumerate(col.events) if isinstance(e, PeerState))
+        assert col.events[down] == PeerState("127.0.0.2", PeerStatus.DOWN, "speaker exited with signal SIGKILL")
+        assert col.events[down - 1] == SpeakerDown("exited with signal SIGKILL")  # the structured fact
         restarted = next(e for e in col.events if isinstance(e, SpeakerRestarted))
         assert restarted == SpeakerRestarted(1, "exited with signal SIGKILL")
         await sp.wait_running(30)
@@ -156,3 +161,61 @@ async def test_a_dead_api_helper_restarts_exabgp(tmp_path):
         assert restarted.reason == "closed its API connection"
         await sp.wait_running(30)
         assert len(relay_pids(sp)) == 1 and relay_pids(sp) != [relay]
+
+
+async def test_commands_queued_for_a_dead_exabgp_are_not_replayed_into_the_new_one(tmp_path):
+    """What was queued while ExaBGP was down was planned for the old process: the new one must get
+    only what is sent after SpeakerRestarted (the re-announcement), else e.g. an old announce
+    stays in its adj-RIB-out though nothing wants it any more."""
+    sp = make_speaker(tmp_path)
+    async with sp:
+        col = Collector(sp)
+        await sp.wait_running(30)
+        sp.kill()
+        await until(lambda: not sp.running, what="ExaBGP seen dead")
+        old = [AnnounceRoute("10.9.0.0/24", peer="127.0.0.2"), WithdrawRoute("10.9.1.0/24", peer="127.0.0.2"),
+               Teardown("127.0.0.2", 2)]
+        for cmd in old:
+            sp.send(cmd)
+        await until(lambda: any(isinstance(e, SpeakerRestarted) for e in col.events), what="restart")
+        marker = AnnounceRoute("10.1.0.0/24", peer="127.0.0.2", med=1)
+        sp.send(marker)
+        await until(lambda: any(isinstance(e, CommandAck) for e in col.events), what="an ack")
+        await asyncio.sleep(0.3)  # room for old commands' acks to show up (they must not)
+        assert [e for e in col.events if isinstance(e, CommandAck)] == [CommandAck(marker, True)]
+        assert sp.acks == {True: 1} and sp.pending_commands == 0 and sp.dropped_commands == 3
+
+
+async def test_acks_are_matched_to_their_commands_even_when_answered_at_once(tmp_path):
+    """ExaBGP answers a teardown or an unparsable command at once and announces from its queue:
+    the writer holds the former back until the latter are answered, so every ack finds its
+    command."""
+    sp = make_speaker(tmp_path)
+    cmds = [AnnounceRoute("10.1.0.0/24", peer="127.0.0.2"), "no such command",
+            AnnounceRoute("10.1.1.0/24", peer="127.0.0.9"),  # no such neighbour: error, from the queue
+            Teardown("127.0.0.2", 2),  # answered at once (done)
+            AnnounceEor(Family.IPV4_UNICAST, "127.0.0.2"),  # not established: error, at once
+            *(AnnounceRoute(f"10.2.0.{i}/32", peer="127.0.0.2") for i in range(20))]
+    for cmd in cmds:
+        sp.send(cmd)
+    async with sp:
+        col = Collector(sp)
+        await until(lambda: sum(isinstance(e, CommandAck) for e in col.events) == len(cmds), what="acks")
+        acks = [e for e in col.events if isinstance(e, CommandAck)]
+        assert acks == [CommandAck(c, ok) for c, ok in zip(cmds, [True, False, False, True, False] + [True] * 20)]
+        assert sp.channel.in_flight == 0 and sp.channel.unmatched_acks == 0
+
+
+async def test_a_full_queue_is_dropped_and_reported_and_send_still_never_blocks(tmp_path):
+    sp = make_speaker(tmp_path, max_queued=10)  # not started: ExaBGP "dead", nothing drains
+    sent = [AnnounceRoute(f"10.2.0.{i}/32", peer="127.0.0.2") for i in range(24)]
+    sent[3] = Teardown("127.0.0.2", 1)
+    sent[12] = AnnounceEor(Family.IPV4_UNICAST, "127.0.0.2")
+    for cmd in sent:
+        sp.send(cmd)
+    assert sp.pending_commands == 4 and sp.dropped_commands == 20
+    first, second = sp.queue.get_nowait(), sp.queue.get_nowait()
+    # nothing lost silently: every dropped command (the Teardown and the EoR too) is in an event
+    assert first == CommandsDropped(tuple(sent[:10]), "queue full")
+    assert second == CommandsDropped(tuple(sent[10:20]), "queue full")
+    assert sp.queue.empty()

@@ -16,6 +16,17 @@ graceful restart), then the peer is removed from ExaBGP's configuration, since E
 reconnect at once, and put back after ``restartSeconds`` (never, without it, until the
 configuration changes).
 
+What ExaBGP made of our commands comes back as events: `CommandAck` goes to the export
+reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error`` is counted,
+logged, and the prefix sent again at the next reconcile); `CommandsDropped` (the speaker's queue
+reached its bound) is undone in the reconciler at once and planned again once the speaker's queue
+has drained: the adverts from the desired state, a Teardown again if the peer is still held down,
+route refreshes once per peer and family. Export commands planned while an ExaBGP restart is not
+yet handled here (events of the dead process still queued) are not sent: the new process gets
+only the re-announcement that follows `SpeakerRestarted`.
+
+The read-only views (peers, adverts, explanations) are `agent.daemon.bgp_views.BgpViews`.
+
 `reconfigure(config)` applies a reload: peers added or removed (ExaBGP reloads its configuration,
 other sessions stay up), policies and distances recompiled, and a route refresh asked from every
 peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in).
@@ -33,8 +44,12 @@ from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
 from ..export.reconciler import ExportReconciler
-from ..core.bgp import Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown
+from ..core.bgp import (
+    AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown,
+)
+from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
+from .bgp_views import BgpViews
 from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
@@ -61,7 +76,7 @@ def _protected(config) -> list:
     return [*config.agent.protected_prefixes, *owned_prefixes(config.adverts)]
 
 
-class BgpRuntime:
+class BgpRuntime(BgpViews):
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
                  *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
         self.imp = imp
@@ -86,6 +101,10 @@ class BgpRuntime:
         self._cluster_others: frozenset = frozenset()
         self._refresh_handle = None
         self.updates = 0
+        self.refused = 0  # commands ExaBGP answered "error"
+        self._restarts_seen = 0  # SpeakerRestarted.restarts of the last one handled
+        self._replanning = False  # a re-plan waits for the speaker's queue to drain
+        self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
         self._tasks: set[asyncio.Task] = set()
         self.refresh_exports()  # desired state ready before any session comes up
 
@@ -131,8 +150,17 @@ class BgpRuntime:
             self.export.configure(addr, peer.spec.local_as, peer.spec.ebgp)
             desired, rejected = desired_for_peer(self._export_peer(peer), self.adverts, self.policies)
             self.export_rejected[addr] = rejected
-            for cmd in self.export.set_desired(addr, desired):
-                self.speaker.send(cmd)
+            self._send_exports(self.export.set_desired(addr, desired))
+
+    def _send_exports(self, commands: list) -> None:
+        """Export commands to the speaker, unless ExaBGP restarted since the last
+        `SpeakerRestarted` handled here: they were planned for the old process (from events it
+        sent before it died), `export.speaker_restarted()` is about to reset what they assumed,
+        and the new process must get only the re-announcement that follows."""
+        if self.speaker.restarts != self._restarts_seen:
+            return
+        for cmd in commands:
+            self.speaker.send(cmd)
 
     def gate_names(self) -> set[str]:
         return {f"bgp/{addr}" for addr in self.peers}
@@ -262,18 +290,58 @@ class BgpRuntime:
                 # everything we advertise, then End-of-RIB (manual-eor): a graceful-restart peer
                 # that kept our routes as stale sees them refreshed, nothing withdrawn
                 families = self._export_peer(self.peers[ev.peer]).families
-                for cmd in self.export.session_up(ev.peer, families):
-                    self.speaker.send(cmd)
+                self._send_exports(self.export.session_up(ev.peer, families))
             elif ev.state is PeerStatus.DOWN:
                 self.export.session_down(ev.peer)
         elif isinstance(ev, SpeakerRestarted):
+            self._restarts_seen = ev.restarts
             self.export.speaker_restarted()
+        elif isinstance(ev, CommandAck):
+            self._acked(ev)
+        elif isinstance(ev, CommandsDropped):
+            self._dropped(ev)
         elif hasattr(ev, "announced"):
             self.updates += 1
         for peer, command in out.commands:
             if command == "teardown":
                 self._teardown(peer, now)
         return out
+
+    def _acked(self, ev: CommandAck) -> None:
+        self.export.acked(ev.command, ev.ok)
+        if not ev.ok:
+            self.refused += 1
+            # End-of-RIB and route refresh to a peer whose session is not up are refused routinely
+            quiet = isinstance(ev.command, (AnnounceEor, RequestRouteRefresh))
+            log.log(logging.DEBUG if quiet else logging.WARNING, "ExaBGP refused a command: %s",
+                    _brief(ev.command))
+
+    def _dropped(self, ev: CommandsDropped) -> None:
+        """The speaker's queue overflowed: plan again once it has drained (a plan sent into a
+        queue still full would only be dropped again). Adverts from the desired state; a Teardown
+        again if the peer is still held down; route refreshes once per peer and family."""
+        log.warning("speaker dropped %d queued commands (%s): planning again once its queue drained",
+                    len(ev.commands), ev.reason)
+        self.export.dropped_commands(ev.commands)
+        for cmd in ev.commands:
+            if isinstance(cmd, (Teardown, RequestRouteRefresh)):
+                self._resend[cmd] = None
+            elif isinstance(cmd, str):
+                log.warning("dropped command not sent again: %s", cmd[:200])
+        if not self._replanning:
+            self._replanning = True
+            self._spawn(self._replan_when_drained())
+
+    async def _replan_when_drained(self) -> None:
+        try:
+            await self.speaker.drained()
+        finally:
+            self._replanning = False
+        self._send_exports(self.export.replan())
+        again, self._resend = self._resend, {}
+        for cmd in again:
+            if not isinstance(cmd, Teardown) or cmd.peer in self.held_down:
+                self.speaker.send(cmd)
 
     def _teardown(self, peer: str, now: float) -> None:
         if peer in self.held_down:
@@ -309,74 +377,7 @@ class BgpRuntime:
             log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
             await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
 
-    # ---- views ----
-    def peer_views(self, installed: Callable[[str], dict[int, int]]) -> list[dict]:
-        out = []
-        now = time.monotonic()
-        for addr, peer in self.peers.items():
-            s = self.source.sessions.get(addr)
-            held = self.stage.held(addr)
-            inst = installed(addr)
-            fams = {}
-            for fam in peer.spec.families:
-                v = 6 if fam.value.startswith("ipv6") else 4
-                st = self.stage.maxprefix.status(addr, v)
-                fams[fam.value] = {
-                    "received": self.stage.received.get((addr, v), 0),
-                    "accepted": held[v][0],
-                    "rejected": sum(n for (a, f, _r), n in self.stage.rejected.items() if a == addr and f == v),
-                    "installed": inst.get(v, 0),
-                    "maxPrefix": None if st.limit is None else {
-                        "limit": st.limit.limit, "action": st.limit.action.value, "count": st.count,
-                        "state": st.state.value, "discarded": st.discarded},
-                }
-            out.append({
-                "name": peer.metadata.name, "address": addr, "peerAS": peer.spec.peer_as,
-                "localAS": peer.spec.local_as, "type": "ebgp" if peer.spec.ebgp else "ibgp",
-                "state": s.state.value if s else "down",
-                "for_seconds": round(now - s.since, 1) if s and s.since else None,
-                "reason": s.last_reason if s else "", "stale": len(s.stale) if s else 0,
-                "held_down": addr in self.held_down,
-                "families": fams,
-            })
-        return out
 
-    def advert_views(self, peer: str | None = None) -> list[dict]:
-        rows: dict = {}
-        for addr, adverts in self.export.desired.items():
-            if peer is not None and addr != peer and self.peers.get(addr, None) is not None \
-                    and self.peers[addr].metadata.name != peer:
-                continue
-            for prefix, advert in adverts.items():
-                row = rows.setdefault(prefix, {"prefix": str(prefix), "peers": {}})
-                a = advert.attrs
-                row["peers"][addr] = {
-                    "nextHop": a.next_hop, "localPref": a.local_pref, "med": a.med,
-                    "communities": list(a.communities), "largeCommunities": list(a.large_communities),
-                    "prepend": a.prepend, "sources": list(advert.sources), "policy": advert.policy,
-                    "announced": self.export.announced.get(addr, {}).get(prefix) == a,
-                }
-        return [rows[p] for p in sorted(rows)]
-
-    def explain_export(self, prefix) -> list[dict]:
-        out = []
-        for addr in self.peers:
-            advert = self.export.desired.get(addr, {}).get(prefix)
-            if advert is not None:
-                out.append({"peer": addr, "advertised": True, "sources": list(advert.sources),
-                            "policy": advert.policy,
-                            "announced": self.export.announced.get(addr, {}).get(prefix) == advert.attrs})
-                continue
-            verdict = self.export_rejected.get(addr, {}).get(prefix)
-            if verdict is not None:
-                out.append({"peer": addr, "advertised": False, "policy": verdict.policy,
-                            "statement": verdict.statement, "reason": verdict.reason.value})
-        return out
-
-    def explain(self, prefix) -> list[dict]:
-        out = []
-        for addr, verdict in self.stage.explain(prefix).items():
-            out.append({"peer": addr, "accepted": verdict.accepted, "policy": verdict.policy,
-                        "statement": verdict.statement, "reason": verdict.reason.value,
-                        "description": verdict.reason.description})
-        return out
+def _brief(command) -> str:
+    text = repr(command)
+    return text if len(text) <= 300 else text[:300] + "..."

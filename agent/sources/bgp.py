@@ -12,8 +12,14 @@ Sessions and graceful restart (RFC 4724, helper side):
   session comes back, each re-announced prefix leaves the stale set; the peer's End-of-RIB (for all
   its families) sweeps the prefixes it did not re-announce. If the timer fires first, all stale
   routes are withdrawn.
-* When ExaBGP itself dies (`SpeakerRestarted`) every peer's routes go stale the same way, for the
-  configured stale time, whatever was negotiated: the peers did not go anywhere.
+* A session ended by a NOTIFICATION, in either direction (a `Notification` event for the peer
+  since its session came up: the codec reports the ones ExaBGP sent too), or torn down by us (a
+  max-prefix teardown decided here; ExaBGP closes a graceful-restart session without a
+  NOTIFICATION then), is not a restart: every route of the peer, all families, is withdrawn at once.
+* When ExaBGP itself dies (`SpeakerDown`, before the supervisor's ``PeerState(down)`` for each
+  peer; then `SpeakerRestarted`) every peer's routes go stale the same way, for the configured
+  stale time, whatever was negotiated: the peers did not go anywhere.
+These are decided from those events, never from ExaBGP's free-text reasons.
 End-of-RIB from a peer also reports the peer as synced (`BgpOutput.synced`), which the agent's
 restart gate waits for.
 
@@ -30,12 +36,14 @@ from ..core.model import Prefix, Update
 from ..core.bgp import (
     EndOfRib,
     Family,
+    Notification,
     Open,
     PeerState,
     PeerStatus,
     RouteUpdate,
     SpeakerRestarted,
 )
+from ..core.bgp_speaker import SpeakerDown
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,7 @@ class PeerSession:
     stale_until: float | None = None
     synced: bool = False
     last_reason: str = ""
+    ended: bool = False  # a NOTIFICATION (sent or received) or our teardown ends this session
 
 
 class BgpSource:
@@ -72,6 +81,7 @@ class BgpSource:
         self.stage = stage
         self.speaker_stale_seconds = speaker_stale_seconds
         self.sessions: dict[str, PeerSession] = {p.address: PeerSession(p) for p in peers}
+        self.speaker_down = False  # between SpeakerDown and SpeakerRestarted
 
     def set_peer(self, settings: BgpPeerSettings) -> None:
         """Add a peer or change its settings (its session state is kept)."""
@@ -103,7 +113,14 @@ class BgpSource:
             if s is not None:
                 gr = ev.graceful_restart
                 s.gr_time = gr.time if gr is not None and s.settings.graceful_restart else None
+        elif isinstance(ev, Notification):
+            s = self.sessions.get(ev.peer)
+            if s is not None:
+                s.ended = True
+        elif isinstance(ev, SpeakerDown):
+            self.speaker_down = True
         elif isinstance(ev, SpeakerRestarted):
+            self.speaker_down = False
             for s in self.sessions.values():
                 self._go_stale(s, self.speaker_stale_seconds, now, out)
                 s.state, s.since = PeerStatus.DOWN, now
@@ -134,6 +151,7 @@ class BgpSource:
                 out.updates.append(Update(prefix, stage.origin(ev.peer), None))
             if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
                 if decision == "teardown":
+                    s.ended = True
                     out.commands.append((ev.peer, "teardown"))
                     out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
                 elif decision == "warn":
@@ -158,17 +176,19 @@ class BgpSource:
         s.state, s.since, s.last_reason = ev.state, now, ev.reason
         if ev.state == PeerStatus.UP:
             s.eor.clear()
+            s.ended = False
         elif ev.state == PeerStatus.DOWN and old != PeerStatus.DOWN:
-            if ev.reason.startswith("speaker "):  # ExaBGP died, not the peer: keep forwarding
+            if self.speaker_down:  # ExaBGP died, not the peer: keep forwarding
                 self._go_stale(s, self.speaker_stale_seconds, now, out)
-            elif s.gr_time and not ev.reason.startswith("notification"):
+            elif s.gr_time and not s.ended:
                 # RFC 4724: graceful restart covers a session that dropped; a NOTIFICATION (an
-                # administrative shutdown, an error) ends it and the routes go at once
+                # administrative shutdown, an error) or our teardown ends it: the routes go at once
                 self._go_stale(s, s.gr_time, now, out)
             else:
                 origin = self.stage.origin(ev.peer)
                 out.updates += [Update(p, origin, None) for p in self.stage.accepted_prefixes(ev.peer)]
                 self.stage.peer_down(ev.peer, now)
+            s.ended = False
 
     # ---- stale handling ----
     def _go_stale(self, s: PeerSession, seconds: float, now: float, out: BgpOutput) -> None:

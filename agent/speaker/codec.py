@@ -1,4 +1,4 @@
-"""ExaBGP's process API: JSON lines in, typed events out; typed commands in, text lines out.
+"""ExaBGP's process API, inbound: JSON lines in, typed events out.
 
 DOC: `Decoder.decode(line)` turns one line written by ExaBGP 5 (``encoder json``) into a tuple of
 events (`agent.speaker.events`); most lines give exactly one, an UPDATE carrying two families
@@ -26,6 +26,11 @@ lists every prefix twice, once under each address. The decoder yields one `Annou
 the global address is not on a directly connected network: the resolver decides). A prefix
 listed only under a link-local next hop gets that as ``next_hop`` and ``link_local`` None.
 
+NOTIFICATIONs. ExaBGP reports one it received as a ``notification`` object (then the state down),
+one it sent (hold timer expired, an error, a teardown without graceful restart) only in the down
+state's reason, ``notification sent (CODE,SUBCODE)``: the decoder gives a `Notification` with
+``direction="send"`` before that `PeerState`, so consumers decide on events, not on the text.
+
 Graceful restart in OPEN: ExaBGP 5.0.15 prints the two flags under each other's name. Its
 per-family list says ``"restart"`` when the F (forwarding state preserved) bit is set, and its
 ``restart-flags`` say ``"forwarding"`` when the R (restarting) bit is set. `GracefulRestart` has
@@ -34,10 +39,8 @@ them the right way round.
 Attribute sets are shared: all prefixes of one UPDATE point at one `PathAttrs`, and equal sets of
 successive UPDATEs are the same object (a bounded cache in the `Decoder`).
 
-Commands: frozen values with ``encode()`` giving ExaBGP's text (`AnnounceRoute`, `WithdrawRoute`,
-`AnnounceEor`, `Teardown`, `RequestRouteRefresh`). ``peer`` None addresses every neighbour of
-the ExaBGP process. ``next_hop="self"`` is the session's local address (only valid when the route's
-family matches the session's: give an explicit next hop for IPv6 routes on an IPv4 session).
+The other direction, typed commands to ExaBGP's text, is `agent.speaker.encoder` (`encode` is
+re-exported here for the callers that use both).
 """
 
 from __future__ import annotations
@@ -45,17 +48,15 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import re
 import sys
 from typing import Any
 
 from ..core.model import BgpOrigin, Prefix
+from .encoder import encode  # noqa: F401  (re-exported)
 from ..core.bgp import (
     Ack,
-    AnnounceAttributes,
-    AnnounceEor,
     Announced,
-    AnnounceRoute,
-    Command,
     EndOfRib,
     Event,
     Family,
@@ -66,12 +67,8 @@ from ..core.bgp import (
     PeerState,
     PeerStatus,
     RouteRefresh,
-    RequestRouteRefresh,
     RouteUpdate,
     SpeakerShutdown,
-    Teardown,
-    WithdrawAttributes,
-    WithdrawRoute,
 )
 
 
@@ -85,6 +82,7 @@ _ORIGINS = {"igp": BgpOrigin.IGP, "egp": BgpOrigin.EGP, "incomplete": BgpOrigin.
 _FAMILIES = {"ipv4 unicast": Family.IPV4_UNICAST, "ipv6 unicast": Family.IPV6_UNICAST}
 _SLASH_FAMILIES = {"ipv4/unicast": Family.IPV4_UNICAST, "ipv6/unicast": Family.IPV6_UNICAST}
 _STATES = {s.value: s for s in PeerStatus}
+_SENT = re.compile(r"notification sent \((\d+),(\d+)\)")
 _IGNORED_TYPES = frozenset({"keepalive", "fsm", "signal", "negotiated", "operational"})
 
 
@@ -224,7 +222,12 @@ class Decoder:
     def _state(self, obj: dict) -> tuple[Event, ...]:
         neighbor = obj["neighbor"]
         state = _STATES[neighbor["state"]]
-        return (PeerState(self._peer(neighbor), state, neighbor.get("reason", "")),)
+        peer, reason = self._peer(neighbor), neighbor.get("reason", "")
+        down = (PeerState(peer, state, reason),)
+        sent = _SENT.match(reason) if state is PeerStatus.DOWN else None
+        if sent is not None:  # ExaBGP reports a NOTIFICATION it sent only in this text
+            return (Notification(peer, int(sent[1]), int(sent[2]), b"", "send"), *down)
+        return down
 
     def _notification(self, obj: dict) -> tuple[Event, ...]:
         neighbor = obj.get("neighbor")
@@ -304,103 +307,3 @@ _DEFAULT_DECODER = Decoder()
 def decode(line: str | bytes) -> tuple[Event, ...]:
     """Decode one line with a module-wide `Decoder`."""
     return _DEFAULT_DECODER.decode(line)
-
-
-# ---------------------------------------------------------------------------------------------
-# Commands
-# ---------------------------------------------------------------------------------------------
-
-
-def _selector(peer: str | None) -> str:
-    return f"neighbor {ipaddress.ip_address(peer)} " if peer else ""
-
-
-def _community(text: str, parts: int) -> str:
-    items = text.split(":")
-    if len(items) != parts or not all(i.isdigit() for i in items):
-        raise ValueError(f"invalid {'large ' if parts == 3 else ''}community {text!r}")
-    limit = 0xFFFF if parts == 2 else 0xFFFFFFFF
-    if any(int(i) > limit for i in items):
-        raise ValueError(f"community {text!r}: value out of range")
-    return ":".join(str(int(i)) for i in items)
-
-
-def _attributes(cmd) -> str:
-    """``next-hop ... [origin ...] [local-preference ...] ...`` of an announce command."""
-    nh = "self" if cmd.next_hop == "self" else str(ipaddress.ip_address(cmd.next_hop))
-    parts = [f"next-hop {nh}"]
-    if cmd.origin is not None:
-        parts.append(f"origin {BgpOrigin(cmd.origin).name.lower()}")
-    if cmd.local_pref is not None:
-        parts.append(f"local-preference {_u32(cmd.local_pref)}")
-    if cmd.med is not None:
-        parts.append(f"med {_u32(cmd.med)}")
-    if cmd.as_path:
-        parts.append("as-path [ " + " ".join(str(_u32(a)) for a in cmd.as_path) + " ]")
-    if cmd.communities:
-        parts.append("community [ " + " ".join(_community(c, 2) for c in cmd.communities) + " ]")
-    if cmd.large_communities:
-        parts.append("large-community [ " + " ".join(_community(c, 3) for c in cmd.large_communities) + " ]")
-    return " ".join(parts)
-
-
-def _nlri(prefixes) -> str:
-    if not prefixes:
-        raise ValueError("an attributes command without prefixes")
-    return " ".join(str(Prefix.parse(str(p))) for p in prefixes)
-
-
-def _enc_announce_route(cmd: AnnounceRoute) -> str:
-    prefix = Prefix.parse(str(cmd.prefix))
-    return f"{_selector(cmd.peer)}announce route {prefix} {_attributes(cmd)}"
-
-
-def _enc_announce_attributes(cmd: AnnounceAttributes) -> str:
-    return f"{_selector(cmd.peer)}announce attributes {_attributes(cmd)} nlri {_nlri(cmd.prefixes)}"
-
-
-def _enc_withdraw_attributes(cmd: WithdrawAttributes) -> str:
-    return f"{_selector(cmd.peer)}withdraw attributes next-hop self nlri {_nlri(cmd.prefixes)}"
-
-
-def _enc_withdraw_route(cmd: WithdrawRoute) -> str:
-    return f"{_selector(cmd.peer)}withdraw route {Prefix.parse(str(cmd.prefix))}"
-
-
-def _enc_announce_eor(cmd: AnnounceEor) -> str:
-    return f"{_selector(cmd.peer)}announce eor {Family(cmd.family).afi_safi}"
-
-
-def _enc_teardown(cmd: Teardown) -> str:
-    if not 0 < cmd.subcode < 256:
-        raise ValueError(f"invalid Cease subcode {cmd.subcode}")
-    return f"{_selector(cmd.peer)}teardown {cmd.subcode}"
-
-
-def _enc_request_route_refresh(cmd: RequestRouteRefresh) -> str:
-    return f"{_selector(cmd.peer)}announce route-refresh {Family(cmd.family).afi_safi}"
-
-
-_ENCODERS = {
-    AnnounceRoute: _enc_announce_route,
-    AnnounceAttributes: _enc_announce_attributes,
-    WithdrawAttributes: _enc_withdraw_attributes,
-    WithdrawRoute: _enc_withdraw_route,
-    AnnounceEor: _enc_announce_eor,
-    Teardown: _enc_teardown,
-    RequestRouteRefresh: _enc_request_route_refresh,
-}
-
-
-def encode(command: Command | str) -> str:
-    """The ExaBGP API text line for `command` (a raw string is checked to be one line and passed through)."""
-    text = command if isinstance(command, str) else _ENCODERS[type(command)](command)
-    if "\n" in text or "\r" in text or not text.strip():
-        raise ValueError(f"a command is one non-empty line: {text!r}")
-    return text
-
-
-def _u32(value: int) -> int:
-    if not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
-        raise ValueError(f"{value!r} is not a 32-bit unsigned integer")
-    return value

@@ -1,0 +1,113 @@
+"""BgpRuntime and the speaker: acks, dropped commands, a restarted ExaBGP, sessions ended by a
+NOTIFICATION or by our own teardown (no ExaBGP: the speaker's events are handed in by hand)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent.core.bgp import (
+    Announced, AnnounceEor, AnnounceRoute, Family, GracefulRestart, Open, PathAttrs, PeerState, PeerStatus,
+    RouteUpdate, SpeakerRestarted, Teardown,
+)
+from agent.core.model import Prefix
+from agent.core.bgp_speaker import CommandAck, CommandsDropped
+from tests.bgpruntime_lab import recording_runtime, tor1_config
+
+PEER = "10.0.0.1"
+CONFIG = tor1_config(peer_as=65000, families="[ipv4-unicast]",
+                     extra="  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]\n")
+POD = AnnounceRoute("10.244.1.0/24", peer=PEER)
+P = Prefix.parse
+ATTRS = PathAttrs(as_path=(65000,))
+
+
+@pytest.fixture
+def rt(tmp_path):
+    return recording_runtime(CONFIG, tmp_path)  # no ExaBGP: rt.sent records the commands
+
+
+def take(rt) -> list:
+    out, rt.sent[:] = list(rt.sent), []
+    return out
+
+
+def announced(rt) -> bool:
+    (row,) = rt.advert_views()
+    return row["peers"][PEER]["announced"]
+
+
+def test_session_up_is_announced_once_exabgp_says_done(rt):
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    assert take(rt) == [POD, AnnounceEor(Family.IPV4_UNICAST, PEER)]
+    assert not announced(rt)  # sent, not answered
+    rt.handle(CommandAck(POD, True), 1)
+    assert announced(rt)
+
+
+def test_an_error_ack_is_not_announced_and_the_next_reconcile_sends_it_again(rt):
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    take(rt)
+    rt.handle(CommandAck(POD, False), 1)
+    assert not announced(rt) and rt.refused == 1 and rt.export.refused[PEER] == 1
+    rt.refresh_exports()
+    assert take(rt) == [POD]
+
+
+async def test_dropped_commands_are_planned_again_once_the_queue_drained_and_a_teardown_resent(rt):
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    eor = AnnounceEor(Family.IPV4_UNICAST, PEER)
+    assert take(rt) == [POD, eor]
+    rt.held_down[PEER] = None  # as after a max-prefix teardown
+    drained = asyncio.Event()
+    rt.speaker.drained = drained.wait
+    rt.handle(CommandsDropped((POD, eor, Teardown(PEER, 1)), "queue full"), 1)
+    rt.handle(CommandsDropped((Teardown(PEER, 1),), "queue full"), 1)
+    assert not announced(rt)
+    await asyncio.sleep(0.01)
+    assert take(rt) == []  # the queue is still full: nothing yet
+    drained.set()
+    await asyncio.sleep(0.01)
+    assert take(rt) == [POD, eor, Teardown(PEER, 1)]  # once each
+
+
+def test_commands_planned_from_the_dead_exabgps_events_do_not_reach_the_new_one(rt):
+    """Events of the old ExaBGP still in the agent's queue when the new one connected (here a
+    session up) must not send anything: the new process gets only the re-announcement."""
+    rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+    take(rt)
+    rt.handle(PeerState(PEER, PeerStatus.DOWN, "hold timer expired"), 1)
+    rt.speaker.restarts = 1  # ExaBGP died and a new one connected; SpeakerRestarted is queued
+    rt.handle(PeerState(PEER, PeerStatus.UP), 2)  # a late event of the old process
+    assert take(rt) == []
+    rt.handle(SpeakerRestarted(1, "exited with signal SIGKILL"), 3)
+    rt.handle(PeerState(PEER, PeerStatus.UP), 4)
+    assert take(rt) == [POD, AnnounceEor(Family.IPV4_UNICAST, PEER)]
+
+
+DUAL = tor1_config(peer_as=65000, extra="  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]\n")
+
+
+async def test_max_prefix_teardown_under_graceful_restart_withdraws_both_families_at_once(tmp_path):
+    """Issue 14.4, with the real import stage: one session, both families, graceful restart
+    negotiated; IPv4 goes over its limit, we tear the session down (ExaBGP closes it without the
+    Cease under GR): the IPv6 route goes with the IPv4 ones, at once, no stale timer."""
+    rt = recording_runtime(DUAL, tmp_path)
+    both = (Family.IPV4_UNICAST, Family.IPV6_UNICAST)
+    try:
+        rt.handle(Open(PEER, 65000, 90, "10.0.0.1", both, GracefulRestart(120, False, both, both)), 0)
+        rt.handle(PeerState(PEER, PeerStatus.UP), 0)
+        v6 = rt.handle(RouteUpdate(PEER, both[1], (Announced(P("2001:db8:1::/48"), "fe80::1", ATTRS),)), 1)
+        assert len(v6.updates) == 1
+        v4 = rt.handle(RouteUpdate(PEER, both[0], tuple(Announced(P(f"198.51.100.{i}/32"), PEER, ATTRS)
+                                                         for i in range(3))), 2)
+        assert v4.commands == [(PEER, "teardown")] and Teardown(PEER, 1) in rt.sent
+        out = rt.handle(PeerState(PEER, PeerStatus.DOWN,
+                                  "graceful restarted negotiated, closing without sending any notification"), 3)
+        assert sorted(str(u.prefix) for u in out.updates if u.candidate is None) == [
+            "198.51.100.0/32", "198.51.100.1/32", "2001:db8:1::/48"]
+        assert out.timers == [] and rt.source.sessions[PEER].stale == set()
+    finally:
+        for task in list(rt._tasks):
+            task.cancel()
