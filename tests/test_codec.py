@@ -11,7 +11,8 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from agent.fib import codec
-from agent.fib.codec import Decoder, Encoder, NlDone, NlError, UnknownDevice
+from agent.fib.codec import Decoder, NlDone, NlError
+from agent.fib.encoder import Encoder, UnknownDevice, encode_dump_request
 from agent.fib.types import FibSettings, ForeignRoute, LinkEvent, Op, OpKind, RouteEvent
 from agent.core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
 
@@ -153,7 +154,7 @@ def test_cached_tail_follows_invalidate():
 
 
 def test_dump_request():
-    data = codec.encode_dump_request(codec.RTM_GETROUTE, 10, 5, 254)
+    data = encode_dump_request(codec.RTM_GETROUTE, 10, 5, 254)
     msg = parse(data)
     assert msg["header"]["flags"] == F_REQ | codec.NLM_F_DUMP
     assert (msg["family"], msg["table"], msg.get_attr("RTA_TABLE")) == (10, 254, 254)

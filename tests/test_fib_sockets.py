@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from agent.fib.codec import RTM_GETLINK, Encoder, UnknownDevice, encode_dump_request
+from agent.fib.codec import RTM_GETLINK
+from agent.fib.encoder import Encoder, UnknownDevice, encode_dump_request
 from agent.fib.links import LinkIndex
 from agent.fib.netlink import NetlinkFib
 from agent.fib.nlsock import NlSocket, SocketBusy, dump

@@ -2,7 +2,8 @@
 
 DOC: `model` (prefixes packed in one int, next hops, BGP attributes, candidates, kernel routes,
 RIB updates), `bgp` (what crosses the speaker boundary: received routes, peer states, End-of-RIB,
-and the commands to announce, withdraw or tear down), `bestpath` (BGP decision steps, each
+and the commands to announce, withdraw or tear down; `bgp_speaker`: what the speaker says about
+itself and about the commands it was given), `bestpath` (BGP decision steps, each
 recording its `BestReason`), `resolver` (next-hop reachability through connected routes), `rib`
 (administrative distance, then best path and ECMP; emits old-best vs new-best changes) and `gate`
 (the sync gate that opens when every source finished its initial sync).

@@ -1,6 +1,6 @@
 """BGP inside the agent: the supervised speaker, the import stage and the BGP source, from config.
 
-DOC: built by the composition root (`agent.main`), which hands in the keyword-named import package
+DOC: built by the composition root (`agent.daemon.agent`), which hands in the keyword-named import package
 (`imp`), so this module never imports it itself. It owns:
 
 * the `Speaker` (ExaBGP child) for the configured `BgpPeer`s;

@@ -21,7 +21,8 @@ import socket
 from typing import TYPE_CHECKING
 
 from . import codec
-from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder, encode_dump_request
+from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder
+from .encoder import encode_dump_request
 from .ifaces import decode_address, decode_link
 from .nlsock import DEFAULT_BUFFER, DUMP_TIMEOUT, NlSocket, dump
 from .types import Dump, FibSettings, ForeignRoute, Link

@@ -31,7 +31,8 @@ import time
 from typing import Sequence
 
 from . import codec
-from .codec import NLMSG_ERROR, Encoder, UnknownDevice, iter_messages
+from .codec import NLMSG_ERROR, iter_messages
+from .encoder import Encoder, UnknownDevice
 from .links import LinkIndex, LinkSnapshot
 from .nlsock import DEFAULT_BUFFER, REPLY_TIMEOUT, NlSocket
 from .types import FibSettings, Op, OpError, OpKind

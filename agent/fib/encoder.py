@@ -1,0 +1,197 @@
+"""Pure encoding of rtnetlink route messages and dump requests (no sockets here).
+
+DOC: the FIB talks to the kernel in batches of thousands of messages, so route messages are
+hand-packed with precompiled `struct.Struct` objects instead of pyroute2's message classes (the
+tests cross-check them against pyroute2's `rtmsg`).
+
+Encoding (`Encoder`). A route message is the netlink header, the `rtmsg` header, RTA_DST and a
+tail of attributes (RTA_TABLE, RTA_PRIORITY, then RTA_GATEWAY + RTA_OIF or RTA_MULTIPATH). The
+tail depends only on the interned `KernelRoute` (shared by many prefixes), the family and the
+operation, so it is built once and cached together with a `Struct` that packs header + RTA_DST +
+tail in a single call: encoding one op is one dict lookup and one `pack`. Device names become
+ifindexes through the `index_of` mapping given to the encoder (the LinkIndex's live dict); call
+`invalidate()` when links change. A name that is not in the mapping raises `UnknownDevice`.
+
+* ADD: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_EXCL.  REPLACE: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_REPLACE.
+* DELETE: RTM_DELROUTE carrying only dst, table, protocol and metric (type unspec, scope
+  nowhere), so it removes our route for that prefix and metric whatever its next hops are now,
+  and never touches another protocol's route.
+* Scope: link for device-only unicast routes, universe otherwise. A single next hop is sent as
+  RTA_GATEWAY/RTA_OIF (its weight cannot be expressed and reads back as 1); two or more as
+  RTA_MULTIPATH with rtnh_hops = weight - 1.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import ipaddress
+import struct
+from collections.abc import Mapping
+
+from ..core.model import KernelRoute, NextHop, RouteType
+from .codec import (
+    AF_INET,
+    AF_INET6,
+    IFADDRMSG,
+    IFINFOMSG,
+    NLATTR,
+    NLMSGHDR,
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_EXCL,
+    NLM_F_REPLACE,
+    NLM_F_REQUEST,
+    RTA_DST,
+    RTA_GATEWAY,
+    RTA_MULTIPATH,
+    RTA_OIF,
+    RTA_PRIORITY,
+    RTA_TABLE,
+    RTMSG,
+    RTM_DELROUTE,
+    RTM_GETADDR,
+    RTM_GETLINK,
+    RTM_NEWROUTE,
+    RTNEXTHOP,
+    RT_SCOPE_LINK,
+    RT_SCOPE_NOWHERE,
+    RT_SCOPE_UNIVERSE,
+    RT_TABLE_UNSPEC,
+    _ADDR_LEN,
+    _ATTR_U32,
+    _HDR,
+    _V6_FLAG,
+)
+from .types import FibSettings, Op, OpKind
+
+
+class UnknownDevice(LookupError):
+    """A next hop names a device that the link index does not know (reported as ENODEV)."""
+
+    errno = _errno.ENODEV
+
+
+
+def _attr(atype: int, payload: bytes) -> bytes:
+    n = 4 + len(payload)
+    return NLATTR.pack(n, atype) + payload + b"\0" * (-n & 3)
+
+
+def _u32(atype: int, value: int) -> bytes:
+    return _ATTR_U32.pack(8, atype, value)
+
+
+def _gateway_bytes(family: int, gateway: str) -> bytes:
+    addr = ipaddress.ip_address(gateway)
+    if addr.version != family:
+        raise ValueError(f"gateway {gateway} is not IPv{family}")
+    return addr.packed
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding
+# ---------------------------------------------------------------------------------------------
+
+
+class Encoder:
+    """Packs `Op`s into rtnetlink messages; caches the per-route part (see module doc)."""
+
+    def __init__(self, settings: FibSettings, index_of: Mapping[str, int]):
+        self.settings = settings
+        self.index_of = index_of
+        self._cache: dict[tuple, tuple[struct.Struct, int, int, int, int, bytes, KernelRoute]] = {}
+        self._rtm_table = settings.table if settings.table < 256 else RT_TABLE_UNSPEC
+
+    def invalidate(self) -> None:
+        """Forget cached tails (call when interface indexes may have changed)."""
+        self._cache.clear()
+
+    def encode(self, op: Op, seq: int, ack: bool = False) -> bytes:
+        """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`)."""
+        p = op.prefix
+        family = 6 if p & _V6_FLAG else 4
+        # routes are interned (shared by many prefixes): key by identity, which is much cheaper
+        # than hashing the route; the entry keeps the route alive so its id cannot be reused
+        key = (id(op.route), family, op.kind)
+        entry = self._cache.get(key)
+        if entry is None or entry[6] is not op.route:
+            entry = (*self._build(op.kind, family, op.route), op.route)
+            if len(self._cache) > 65536:
+                self._cache.clear()
+            self._cache[key] = entry
+        st, mtype, flags, scope, rtype, tail, _route = entry
+        length = p & 0xFF
+        alen = 4 if family == 4 else 16
+        addr = ((p & (_V6_FLAG - 1)) >> 8).to_bytes(alen, "big")
+        if length == 0:  # default route: no RTA_DST at all
+            return _HDR.pack(28 + len(tail), mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
+                             AF_INET if family == 4 else AF_INET6, 0, 0, 0, self._rtm_table,
+                             self.settings.protocol, scope, rtype, 0) + tail
+        return st.pack(st.size, mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
+                       AF_INET if family == 4 else AF_INET6, length, 0, 0, self._rtm_table,
+                       self.settings.protocol, scope, rtype, 0, alen + 4, RTA_DST, addr, tail)
+
+    def _build(self, kind: OpKind, family: int, route: KernelRoute):
+        metric = self.settings.metric if route.metric is None else route.metric
+        tail = _u32(RTA_TABLE, self.settings.table) + _u32(RTA_PRIORITY, metric)
+        if kind is OpKind.DELETE:
+            mtype, flags, scope, rtype = RTM_DELROUTE, NLM_F_REQUEST, RT_SCOPE_NOWHERE, 0
+        else:
+            mtype = RTM_NEWROUTE
+            flags = NLM_F_REQUEST | NLM_F_CREATE | (NLM_F_EXCL if kind is OpKind.ADD else NLM_F_REPLACE)
+            rtype = int(route.type)
+            scope = RT_SCOPE_UNIVERSE
+            if route.type == RouteType.UNICAST:
+                hops = route.nexthops
+                if not hops:
+                    raise ValueError("unicast route without next hops")
+                if not any(nh.gateway for nh in hops):
+                    scope = RT_SCOPE_LINK
+                if len(hops) == 1:
+                    tail += self._hop_attrs(family, hops[0])
+                else:
+                    blob = b""
+                    for nh in hops:
+                        gw = _attr(RTA_GATEWAY, _gateway_bytes(family, nh.gateway)) if nh.gateway else b""
+                        if not 1 <= nh.weight <= 256:
+                            raise ValueError(f"weight {nh.weight} out of range 1..256")
+                        blob += RTNEXTHOP.pack(8 + len(gw), 0, nh.weight - 1, self._ifindex(nh.dev)) + gw
+                    tail += _attr(RTA_MULTIPATH, blob)
+        alen = _ADDR_LEN[family]
+        st = struct.Struct(f"=IHHIIBBBBBBBBIHH{alen}s{len(tail)}s")
+        return st, mtype, flags, scope, rtype, tail
+
+    def _hop_attrs(self, family: int, nh: NextHop) -> bytes:
+        out = b""
+        if nh.gateway:
+            out += _attr(RTA_GATEWAY, _gateway_bytes(family, nh.gateway))
+        if nh.dev:
+            out += _u32(RTA_OIF, self._ifindex(nh.dev))
+        if not out:
+            raise ValueError("next hop without gateway or device")
+        return out
+
+    def _ifindex(self, dev: str | None) -> int:
+        if not dev:
+            return 0
+        index = self.index_of.get(dev)
+        if index is None:
+            raise UnknownDevice(dev)
+        return index
+
+
+def encode_dump_request(msg_type: int, family: int, seq: int, table: int = 0) -> bytes:
+    """An RTM_GETROUTE (with `table`: filtered by table under NETLINK_GET_STRICT_CHK),
+    RTM_GETLINK or RTM_GETADDR dump request."""
+    if msg_type == RTM_GETLINK:
+        body = IFINFOMSG.pack(family, 0, 0, 0, 0)
+    elif msg_type == RTM_GETADDR:
+        body = IFADDRMSG.pack(family, 0, 0, 0, 0)
+    else:
+        body = RTMSG.pack(family, 0, 0, 0, table if table < 256 else RT_TABLE_UNSPEC, 0, 0, 0, 0)
+        if table:
+            body += _u32(RTA_TABLE, table)
+    return NLMSGHDR.pack(16 + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+
+
