@@ -219,13 +219,13 @@ def test_a_notification_exabgp_sent_is_an_event_before_the_down():
 
 COMMANDS = [
     (AnnounceRoute("10.1.0.0/24"), "announce route 10.1.0.0/24 next-hop self"),
-    (AnnounceRoute(P("10.1.0.0/24"), "10.0.0.1", peer="10.99.0.1", local_pref=200, med=5,
+    (AnnounceRoute(P("10.1.0.0/24"), next_hop="10.0.0.1", peer="10.99.0.1", local_pref=200, med=5,
                    communities=("65000:1", "65000:02"), large_communities=("65000:1:2",),
                    as_path=(65001, 65002), origin=BgpOrigin.INCOMPLETE),
      "neighbor 10.99.0.1 announce route 10.1.0.0/24 next-hop 10.0.0.1 origin incomplete "
      "local-preference 200 med 5 as-path [ 65001 65002 ] community [ 65000:1 65000:2 ] "
      "large-community [ 65000:1:2 ]"),
-    (AnnounceRoute("2001:db8::/32", "2001:DB8::1", peer="FD99::1"),
+    (AnnounceRoute("2001:db8::/32", next_hop="2001:DB8::1", peer="FD99::1"),
      "neighbor fd99::1 announce route 2001:db8::/32 next-hop 2001:db8::1"),
     (WithdrawRoute("10.1.0.0/24", peer="10.99.0.1"), "neighbor 10.99.0.1 withdraw route 10.1.0.0/24"),
     (AnnounceEor(V6, peer="fd99::1"), "neighbor fd99::1 announce eor ipv6 unicast"),
@@ -243,7 +243,7 @@ def test_command_encoding(command, text):
 
 @pytest.mark.parametrize("command", [
     AnnounceRoute("10.1.0.1/24"),
-    AnnounceRoute("10.1.0.0/24", "not-an-address"),
+    AnnounceRoute("10.1.0.0/24", next_hop="not-an-address"),
     AnnounceRoute("10.1.0.0/24", communities=("65536:1",)),
     AnnounceRoute("10.1.0.0/24", large_communities=("1:2",)),
     AnnounceRoute("10.1.0.0/24", med=-1),

@@ -197,9 +197,11 @@ Event = (
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class AnnounceRoute:
-    prefix: Prefix | str
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Announce:
+    """What an announcement carries besides its prefixes: the receiving peer (None: every
+    established peer) and the path attributes. Keyword-only, after the prefix(es)."""
+
     next_hop: str = "self"
     peer: str | None = None
     local_pref: int | None = None
@@ -211,20 +213,19 @@ class AnnounceRoute:
 
 
 @dataclass(frozen=True, slots=True)
-class AnnounceAttributes:
+class AnnounceRoute(Announce):
+    """One prefix with its attributes."""
+
+    prefix: Prefix | str
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceAttributes(Announce):
     """Many prefixes of one family sharing one set of attributes, as one command
     (``announce attributes ... nlri P1 P2 ...``): ExaBGP works through its API queue a bounded
     number of steps per loop, so one command per prefix caps announcements near 1,650/s."""
 
     prefixes: tuple[Prefix | str, ...]
-    next_hop: str = "self"
-    peer: str | None = None
-    local_pref: int | None = None
-    med: int | None = None
-    communities: tuple[str, ...] = ()
-    large_communities: tuple[str, ...] = ()
-    as_path: tuple[int, ...] = ()
-    origin: BgpOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)
