@@ -61,8 +61,10 @@ Scenarios (`--only NAME,...`; default sizes in brackets, the issue's full sizes 
    written atomically into the config directory (hidden temporary file + rename), every second one
    followed by SIGHUP, the others picked up by the agent's 1 s poll. The outcome is read from the
    agent's log ("configuration rejected" / "configuration reloaded"), within `--reload-timeout`
-   [30 s]. `crashes` (agent exited; restarted with the good config), `hangs` (no outcome in time;
-   killed and restarted), `kernel_changed` (rejected configs after which the kernel's proto-201
+   [30 s]. `crashes` (agent exited; restarted with the good config), `exceptions` (the reload
+   raised: a traceback in the log, neither "rejected" nor "reloaded"; the agent kept running),
+   `hangs` (no outcome in time and /healthz silent: killed and restarted), `no_outcome` (no
+   outcome in time but /healthz answers), `kernel_changed` (rejected configs after which the kernel's proto-201
    routes, compared as full `ip -j route` entries, differ from before), `route_events_rejected`
    (`ip monitor route` lines while rejected configs were being handled), `accepted_bad` (non-empty
    bad configs the agent took) and, separately, `empty_config_accepted` (empty files taken as a
@@ -368,7 +370,7 @@ def monitor_overflow(args, workdir: str) -> dict:
         finally:
             os.kill(lab.proc.pid, signal.SIGCONT)
         t0 = time.monotonic()
-        ok2, secs2 = lab.wait_settled(expected, args.settle_timeout, "repair after storm 2")
+        ok2, secs2 = lab.wait_settled(expected, args.stuck_timeout, "repair after storm 2")
         o2 = overruns()
         figures = lab.compare(expected)
         res["storm2"] = {"overruns": o2 - o1, "settled": ok2, "repair_s": round(secs2, 1),
@@ -476,7 +478,7 @@ def scan_during_batch(args, workdir: str) -> dict:
                 t0 = time.monotonic()
                 lab.bird.cmd(action, "s_big")
                 try:
-                    wait_for(lambda: lab.kernel_count()[0] == target, args.settle_timeout, 0.5,
+                    wait_for(lambda: lab.kernel_count()[0] == target, args.stuck_timeout, 0.5,
                              what=f"{target} routes of ours")
                     one["install_s" if target else "remove_s"] = round(time.monotonic() - t0, 1)
                 except TimeoutError:
@@ -518,12 +520,12 @@ def scan_during_batch(args, workdir: str) -> dict:
 class LogOutcomes:
     """Counts the agent's reload outcomes in its log (read incrementally)."""
 
-    PATTERN = re.compile(r"configuration (rejected|reloaded)")
+    PATTERN = re.compile(r"configuration (rejected|reloaded)|(Traceback) \(most recent call last\)")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.offset = 0
-        self.counts = {"rejected": 0, "reloaded": 0}
+        self.counts = {"rejected": 0, "reloaded": 0, "Traceback": 0}
         self._tail = b""
 
     def poll(self) -> dict[str, int]:
@@ -538,7 +540,7 @@ class LogOutcomes:
         cut = text.rfind("\n") + 1
         self._tail = text[cut:].encode()
         for m in self.PATTERN.finditer(text[:cut]):
-            self.counts[m.group(1)] += 1
+            self.counts[m.group(1) or m.group(2)] += 1
         return dict(self.counts)
 
 
@@ -576,7 +578,8 @@ def bad_configs(args, workdir: str) -> dict:
         outcomes.poll()
         mon = RouteMonitor(lab.node)
         crashes, hangs, changed, accepted, empty_ok, events_rejected = [], [], [], [], 0, 0
-        by_outcome = {"rejected": 0, "accepted": 0, "crash": 0, "hang": 0}
+        exceptions, silent = [], []
+        by_outcome = {"rejected": 0, "accepted": 0, "exception": 0, "crash": 0, "hang": 0, "no_outcome": 0}
 
         def recover(why: str) -> None:
             """Good config back, agent (re)started if needed, settled on the baseline again."""
@@ -598,7 +601,8 @@ def bad_configs(args, workdir: str) -> dict:
             before = outcomes.poll()
             n_events = len(mon.events())
             lab.write_config(data)
-            if i % 2 == 0:
+            how = "sighup" if i % 2 == 0 else "poll"
+            if how == "sighup":
                 os.kill(lab.proc.pid, signal.SIGHUP)
             deadline = time.monotonic() + args.reload_timeout
             outcome = None
@@ -610,12 +614,14 @@ def bad_configs(args, workdir: str) -> dict:
                     outcome = "accepted"
                 elif not lab.alive():
                     outcome = "crash"
+                elif now["Traceback"] > before["Traceback"]:
+                    outcome = "exception"  # the reload raised; the agent is still running
                 elif time.monotonic() > deadline:
                     outcome = "hang"
                 else:
                     time.sleep(0.02)  # polling interval of the outcome
             by_outcome[outcome] += 1
-            label = f"#{i} {kind} ({len(data)} bytes)"
+            label = f"#{i} {kind} ({len(data)} bytes, {how})"
             if outcome == "rejected":
                 if _snapshot(lab.node) != baseline:
                     changed.append(label)
@@ -629,15 +635,29 @@ def bad_configs(args, workdir: str) -> dict:
                     accepted.append(label)
                 log(f"  {label}: ACCEPTED; restoring the good config")
                 recover(label)
+            elif outcome == "exception":
+                time.sleep(0.5)  # let the traceback be written completely (pacing of the log read)
+                text = lab.agent_log_text()
+                last = text[text.rfind("Traceback"):].splitlines()
+                err = next((l for l in reversed(last) if re.match(r"\s*\|?\s*\w+(Error|Exception)", l)), "?")
+                exceptions.append(f"{label}: {err.strip()[:160]}")
+                log(f"  {label}: the reload raised ({err.strip()[:160]}); agent alive={lab.alive()}; "
+                    "restoring the good config")
+                recover(label)
             elif outcome == "crash":
                 code = lab.proc.returncode
-                tail = lab.agent_log_text()[-1500:]
+                tail = "\n".join(lab.agent_log_text().rstrip().splitlines()[-4:])[-800:]
                 crashes.append(f"{label}: exit {code}")
                 log(f"  {label}: AGENT EXITED with {code}; log tail:\n{tail}")
                 recover(label)
             else:
                 healthy = lab.api("/healthz", 5) is not None
-                hangs.append(f"{label}: healthz {'answers' if healthy else 'silent'}")
+                if healthy:
+                    by_outcome["hang"] -= 1
+                    by_outcome["no_outcome"] += 1
+                    silent.append(label)
+                else:
+                    hangs.append(label)
                 log(f"  {label}: no outcome in {args.reload_timeout}s (healthz "
                     f"{'answers' if healthy else 'silent'}); killing and restarting the agent")
                 lab.kill_agent()
@@ -648,6 +668,8 @@ def bad_configs(args, workdir: str) -> dict:
         final = lab.compare(expected)
         res.update(configs=len(mutants), seconds=round(time.monotonic() - t_start, 1), outcomes=by_outcome,
                    crashes=len(crashes), crash_list=crashes, hangs=len(hangs), hang_list=hangs,
+                   exceptions=len(exceptions), exception_list=exceptions, no_outcome=len(silent),
+                   no_outcome_list=silent,
                    kernel_changed=len(changed), kernel_changed_list=changed[:20],
                    route_events_rejected=events_rejected, accepted_bad=len(accepted),
                    accepted_bad_list=accepted[:20], empty_config_accepted=empty_ok,
@@ -752,7 +774,9 @@ def main() -> int:
     ap.add_argument("--mem-prefixes", type=int, default=20000)
     ap.add_argument("--cycles", type=int, default=5)
     ap.add_argument("--stale-seconds", type=int, default=60, help="the agent's fib.staleSeconds")
-    ap.add_argument("--settle-timeout", type=float, default=180.0)
+    ap.add_argument("--settle-timeout", type=float, default=180.0, help="deadline of a convergence, s")
+    ap.add_argument("--stuck-timeout", type=float, default=60.0,
+                    help="deadline of a batch (scan-during-batch) and of the repair after storm 2, s")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, configs)")
     args = ap.parse_args()
     if args.full:
