@@ -615,7 +615,12 @@ def bad_configs(args, workdir: str) -> dict:
                 elif not lab.alive():
                     outcome = "crash"
                 elif now["Traceback"] > before["Traceback"]:
-                    outcome = "exception"  # the reload raised; the agent is still running
+                    # the reload raised: an exit (crash) follows at once when it killed the agent
+                    try:
+                        wait_for(lambda: not lab.alive(), 10, 0.05)  # shutdown stops ExaBGP (<= 5 s)
+                        outcome = "crash"
+                    except TimeoutError:
+                        outcome = "exception"  # logged, and the agent kept running
                 elif time.monotonic() > deadline:
                     outcome = "hang"
                 else:
@@ -705,25 +710,31 @@ def memory_variant(args, workdir: str, variant: str) -> dict:
         ok, _ = lab.wait_settled(set(), args.settle_timeout, "agent up")
         if not ok:
             raise TimeoutError("agent did not come up")
-        agent_rss, exa_rss, times = [], [], []
+        agent_rss, exa_rss, times, leftovers = [], [], [], []
+        deadline = args.stuck_timeout
         for c in range(args.cycles):
             t0 = time.monotonic()
             lab.bird.cmd("enable", "s_mem")
-            wait_for(lambda: lab.kernel_count()[0] == n, args.settle_timeout, 0.5, what=f"{n} routes installed")
+            wait_for(lambda: lab.kernel_count()[0] >= n, args.settle_timeout, 0.5, what=f"{n} routes installed")
             t1 = time.monotonic()
             peak = lab.rss_kib()
             lab.bird.cmd("disable", "s_mem")
-            ok, _ = lab.wait_settled(set(), args.settle_timeout, "withdrawn")
-            if not ok:
-                raise TimeoutError(f"cycle {c + 1}: routes not withdrawn: {lab.compare(set())}")
+            ok, _ = lab.wait_settled(set(), deadline, "withdrawn")
             t2 = time.monotonic()
+            left = None
+            if not ok:  # routes left behind: report them and go on (later cycles wait less)
+                m = lab.metrics() or {}
+                left = {"kernel_routes": lab.kernel_count()[0], "failed": m.get("route_agent_fib_failed_routes"),
+                        "pending": m.get("route_agent_fib_pending_routes")}
+                leftovers.append({"cycle": c + 1, **left})
+                deadline = 15
             a, e = lab.rss_kib()
             agent_rss.append(round(a / 1024, 1))
             exa_rss.append(round(e / 1024, 1))
             times.append((round(t1 - t0, 1), round(t2 - t1, 1)))
-            log(f"  {variant} cycle {c + 1}/{args.cycles}: announce {t1 - t0:.1f}s, withdraw {t2 - t1:.1f}s; "
-                f"RSS at {n} routes: agent {peak[0] / 1024:.1f} MiB; after withdraw: agent {a / 1024:.1f} MiB, "
-                f"ExaBGP {e / 1024:.1f} MiB")
+            log(f"  {variant} cycle {c + 1}/{args.cycles}: announce {t1 - t0:.1f}s, withdraw {t2 - t1:.1f}s"
+                f"{f' NOT COMPLETE: {left}' if left else ''}; RSS at {n} routes: agent {peak[0] / 1024:.1f} MiB; "
+                f"after withdraw: agent {a / 1024:.1f} MiB, ExaBGP {e / 1024:.1f} MiB")
 
         def growth(series):
             if len(series) < 3 or not series[1]:
@@ -731,7 +742,7 @@ def memory_variant(args, workdir: str, variant: str) -> dict:
             return round((series[-1] - series[1]) / series[1] * 100, 1)
         return {"prefixes": n, "cycles": args.cycles, "agent_rss_mib": agent_rss, "exabgp_rss_mib": exa_rss,
                 "announce_withdraw_s": times, "rss_growth_pct": growth(agent_rss),
-                "exabgp_growth_pct": growth(exa_rss), "bound_pct": 10,
+                "exabgp_growth_pct": growth(exa_rss), "bound_pct": 10, "incomplete_withdraws": leftovers,
                 "within_bound": (growth(agent_rss) or 0) <= 10}
     finally:
         lab.close()
