@@ -25,7 +25,6 @@ import collections
 import concurrent.futures
 import ctypes
 import http.client
-import json
 import os
 import random
 import re
@@ -576,4 +575,4 @@ def percentile(values: list[float], q: float) -> float:
 
 __all__ = ["ChaosLab", "Churn", "NsWorker", "RouteMonitor", "agent_yaml", "bird_export", "foreign_text",
            "http_get", "ip", "ip_json", "log", "metric_sum", "percentile", "prefix_text", "static_block",
-           "tor_config", "wait_for", "json"]
+           "tor_config", "wait_for"]
