@@ -68,7 +68,8 @@ Scenarios (`--only NAME,...`; default sizes in brackets, the issue's full sizes 
    routes, compared as full `ip -j route` entries, differ from before), `route_events_rejected`
    (`ip monitor route` lines while rejected configs were being handled), `accepted_bad` (non-empty
    bad configs the agent took) and, separately, `empty_config_accepted` (empty files taken as a
-   configuration without routes: today the agent deletes every route; being made a rejection).
+   configuration without routes: today the agent deletes every route; being made a rejection);
+   `accepted_changed_kernel` counts the accepted ones after which the kernel changed within 5 s.
 6. memory-cycles: `--cycles` [5; full 10] announce/withdraw cycles (enable/disable of one BIRD
    static protocol) of `--mem-prefixes` [20,000; full 200,000] prefixes, once with one shared
    attribute set (`shared`) and once with one community per prefix (`community`), each in a fresh
@@ -580,7 +581,7 @@ def bad_configs(args, workdir: str) -> dict:
         outcomes.poll()
         mon = RouteMonitor(lab.node)
         crashes, hangs, changed, accepted, empty_ok, events_rejected = [], [], [], [], 0, 0
-        exceptions, silent = [], []
+        exceptions, silent, accepted_changed = [], [], []
         by_outcome = {"rejected": 0, "accepted": 0, "exception": 0, "crash": 0, "hang": 0, "no_outcome": 0}
 
         def recover(why: str) -> None:
@@ -640,7 +641,14 @@ def bad_configs(args, workdir: str) -> dict:
                     empty_ok += 1
                 else:
                     accepted.append(label)
-                log(f"  {label}: ACCEPTED; restoring the good config")
+                try:  # what taking it did to the kernel (an empty config: every route deleted)
+                    wait_for(lambda: _snapshot(lab.node) != baseline, 5, 0.2)
+                    now_routes = len(_snapshot(lab.node))
+                    accepted_changed.append(f"{label}: {len(baseline)} -> {now_routes} routes")
+                    effect = f"the kernel changed ({len(baseline)} -> {now_routes} routes)"
+                except TimeoutError:
+                    effect = "the kernel unchanged after 5 s"
+                log(f"  {label}: ACCEPTED, {effect}; restoring the good config")
                 recover(label)
             elif outcome == "exception":
                 time.sleep(0.5)  # let the traceback be written completely (pacing of the log read)
@@ -680,6 +688,7 @@ def bad_configs(args, workdir: str) -> dict:
                    kernel_changed=len(changed), kernel_changed_list=changed[:20],
                    route_events_rejected=events_rejected, accepted_bad=len(accepted),
                    accepted_bad_list=accepted[:20], empty_config_accepted=empty_ok,
+                   accepted_changed_kernel=len(accepted_changed), accepted_changed_list=accepted_changed[:20],
                    kinds=_count_kinds(mutants), final={k: final[k] for k in ("missing", "stale", "duplicates")},
                    agent_starts=lab.agent_starts)
         log(f"  {len(mutants)} configs: {by_outcome}; kernel_changed {len(changed)}, empty accepted {empty_ok}")
