@@ -5,7 +5,7 @@ a real BIRD 2 peer in network namespaces, under kills, storms, flaps and bad con
 Not run by CI. Needs root (namespaces), BIRD 2 (/usr/sbin/bird, birdc) and the project's venv.
 Run from the checkout:
 
-    sudo PYTHONPATH=. .venv/bin/python bench/chaos.py                       # defaults: ~9-10 minutes
+    sudo PYTHONPATH=. .venv/bin/python bench/chaos.py                       # defaults: ~10 minutes
     sudo PYTHONPATH=. .venv/bin/python bench/chaos.py --only kill-agent,bad-configs
     sudo PYTHONPATH=. .venv/bin/python bench/chaos.py --full                # the sizes: ~45-60 min
 
