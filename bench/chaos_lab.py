@@ -15,7 +15,7 @@ the proto-201 prefixes (a prefix counted twice is a duplicate) and the number of
 Pacing and pokes: `Churn` toggles one BIRD static protocol with ``birdc disable/enable`` every few
 seconds (a sleep that paces the churn, not a synchronisation); `Poker` sends ``show status`` on a
 kept-open BIRD control connection every 50 ms (BIRD holds back its last UPDATE up to ~3 s when
-idle, design.md section 5). `RouteMonitor` is ``ip monitor route`` with the marker routine of
+idle, design.md section 5). `RouteMonitor` (testlab.monitor) is ``ip monitor route`` with the marker routine of
 netns-tests/conftest.py (every event before `mark()` returned has been read).
 """
 
@@ -44,6 +44,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from testlab.bird import Bird, bgp_protocol  # noqa: E402
+from testlab.fibwatch import iter_messages, route_dst  # noqa: E402
+from testlab.monitor import Monitor as RouteMonitor  # noqa: E402
 from testlab.netns import ip, ip_json, namespace, settle, start_agent, wait_for  # noqa: E402
 
 TOR_ADDR, NODE_ADDR = "10.0.0.1", "10.0.0.254"
@@ -115,7 +117,6 @@ def _nl_dump_raw() -> list[tuple[int, int, bytes]]:
     """(rtm_protocol, dst_len, RTA_DST bytes) of every IPv4 route in table main (one dump,
     repeated when the kernel flags it interrupted by concurrent changes)."""
     s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
-    unpack = struct.unpack_from
     try:
         s.setsockopt(socket.SOL_SOCKET, 33, 1 << 25)  # SO_RCVBUFFORCE
         s.bind((0, 0))
@@ -126,30 +127,16 @@ def _nl_dump_raw() -> list[tuple[int, int, bytes]]:
             intr = done = False
             while not done:
                 buf = s.recv(1 << 20)
-                off, size = 0, len(buf)
-                while off + 16 <= size:
-                    mlen, mtype, mflags = unpack("=IHH", buf, off)
-                    if mlen < 16:
-                        break
+                for mtype, mflags, off, mlen in iter_messages(buf):
                     if mflags & 0x10:  # NLM_F_DUMP_INTR
                         intr = True
                     if mtype == 24 and buf[off + 20] == RT_TABLE_MAIN:  # RTM_NEWROUTE
-                        a, end, dst = off + 28, off + mlen, b"\0\0\0\0"
-                        while a + 4 <= end:
-                            alen, atype = unpack("=HH", buf, a)
-                            if alen < 4:
-                                break
-                            if atype == 1:  # RTA_DST
-                                dst = bytes(buf[a + 4:a + alen])
-                                break
-                            a += (alen + 3) & ~3
-                        out.append((buf[off + 21], buf[off + 17], dst))
+                        out.append((buf[off + 21], buf[off + 17], route_dst(buf, off, mlen, b"\0\0\0\0")))
                     elif mtype == 3:  # NLMSG_DONE
                         done = True
                         break
                     elif mtype == 2:
                         raise OSError("netlink dump failed")
-                    off += (mlen + 3) & ~3
             if not intr:
                 break
         return out
@@ -316,50 +303,6 @@ class Churn(threading.Thread):
     def close(self) -> None:
         self.stop_ev.set()
         self.join(30)
-
-
-# ------------------------------------------------------------------------------------------------
-# ip monitor route
-
-class RouteMonitor:
-    """``ip monitor route`` in `ns`; the marker routine of netns-tests/conftest.py."""
-
-    def __init__(self, ns: str) -> None:
-        self.ns = ns
-        self.lines: list[str] = []
-        self._round = 0
-        settle(ns)  # the kernel's own link-local routes are in place before we start counting
-        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE, text=True)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-        self.mark()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def mark(self) -> None:
-        deadline = time.monotonic() + 15
-        while True:
-            self._round += 1
-            tag = f"198.51.100.{self._round % 250 + 1}"
-            start = len(self.lines)
-            ip(self.ns, "route", "add", f"{tag}/32", "dev", "lo", "proto", "250")
-            ip(self.ns, "route", "del", f"{tag}/32", "dev", "lo", "proto", "250")
-            try:
-                wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 2.0, what="monitor marker")
-                return
-            except TimeoutError:
-                if time.monotonic() > deadline:
-                    raise
-
-    def events(self) -> list[str]:
-        return [l for l in self.lines if "198.51.100." not in l]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(5)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,14 +11,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testlab.netns import add_interface, api_get, ip, ip_json, namespace, settle, start_agent, wait_for  # noqa: E402
+from testlab.netns import add_interface, api_get, ip, ip_json, namespace, start_agent, wait_for  # noqa: E402
+from testlab.monitor import Monitor  # noqa: E402
 
 PROTO = 201
 
@@ -48,51 +48,6 @@ class _Found(dict):
 
     def __bool__(self) -> bool:
         return True
-
-
-class Monitor:
-    """`ip monitor route` in a namespace, collecting lines in a thread."""
-
-    def __init__(self, ns: str) -> None:
-        self.ns = ns
-        self.lines: list[str] = []
-        self._round = 0
-        settle(ns)  # the kernel's own link-local routes are in place before we start counting
-        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE,
-                                     text=True)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-        self.mark()  # the monitor is listening once it reports our first marker
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def mark(self) -> None:
-        """Add and delete a marker route and wait until the monitor shows both, so every event
-        before this call has been read. The first markers may go out before `ip monitor` has
-        subscribed: each round uses a new marker, until one is seen (deadline 15 s)."""
-        deadline = time.monotonic() + 15
-        while True:
-            self._round += 1
-            tag = f"198.51.100.{self._round % 250 + 1}"
-            start = len(self.lines)
-            ip(self.ns, "route", "add", f"{tag}/32", "dev", "lo", "proto", "250")
-            ip(self.ns, "route", "del", f"{tag}/32", "dev", "lo", "proto", "250")
-            try:
-                wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 1.0,
-                         what="monitor marker")
-                return
-            except TimeoutError:
-                if time.monotonic() > deadline:
-                    raise
-
-    def events(self) -> list[str]:
-        return [l for l in self.lines if "198.51.100." not in l]
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(5)
 
 
 class Node:

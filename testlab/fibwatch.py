@@ -28,36 +28,46 @@ RT_TABLE_MAIN = 254
 THIS = os.path.abspath(__file__)
 
 
+def iter_messages(buf):
+    """(type, flags, offset, length) of each netlink message in `buf`."""
+    off, size = 0, len(buf)
+    while off + 16 <= size:
+        mlen, mtype, mflags = struct.unpack_from("=IHH", buf, off)
+        if mlen < 16:
+            return
+        yield mtype, mflags, off, mlen
+        off += (mlen + 3) & ~3
+
+
+def route_dst(buf, off: int, mlen: int, default: bytes = b"") -> bytes:
+    """The RTA_DST bytes of the route message at `off` (`default` when it has none: 0/0)."""
+    a, end = off + 28, off + mlen
+    while a + 4 <= end:
+        alen, atype = struct.unpack_from("=HH", buf, a)
+        if alen < 4:
+            break
+        if atype == 1:  # RTA_DST
+            return bytes(buf[a + 4:a + alen])
+        a += (alen + 3) & ~3
+    return default
+
+
 def _nl_parse(buf, proto: int, present: set, stop_on_done: bool = False) -> bool:
     """Add the RTM_NEWROUTE messages in `buf` for `proto` in table main to `present` (remove for
     RTM_DELROUTE). Returns True at NLMSG_DONE (end of a dump)."""
-    unpack = struct.unpack_from
-    off, size = 0, len(buf)
-    while off + 16 <= size:
-        mlen, mtype = unpack("=IH", buf, off)
-        if mlen < 16:
-            break
+    for mtype, _flags, off, mlen in iter_messages(buf):
         if mtype == 24 or mtype == 25:  # RTM_NEWROUTE / RTM_DELROUTE
             dst_len, table, prot = buf[off + 17], buf[off + 20], buf[off + 21]
             if prot == proto and table == RT_TABLE_MAIN:
-                a, end, dst = off + 28, off + mlen, b""
-                while a + 4 <= end:
-                    alen, atype = unpack("=HH", buf, a)
-                    if alen < 4:
-                        break
-                    if atype == 1:  # RTA_DST
-                        dst = bytes(buf[a + 4:a + alen])
-                        break
-                    a += (alen + 3) & ~3
+                key = (dst_len, route_dst(buf, off, mlen))
                 if mtype == 24:
-                    present.add((dst_len, dst))
+                    present.add(key)
                 else:
-                    present.discard((dst_len, dst))
+                    present.discard(key)
         elif mtype == 3:  # NLMSG_DONE
             return True
         elif mtype == 2 and stop_on_done:  # NLMSG_ERROR on a dump
             raise OSError("netlink dump failed")
-        off += (mlen + 3) & ~3
     return False
 
 

@@ -1,0 +1,62 @@
+"""`ip monitor route` in a namespace, for counting route events (no flap on restart).
+
+DOC: a thread collects the monitor's lines. The recorder starts only once the namespace has
+settled (IPv6 link-local addresses and their `local` routes in place: `netns.settle`), so the
+kernel's own late routes are not counted; `mark()` adds and deletes a marker route and waits until
+both are seen, so every event before it has been read. Used by the netns tests and the chaos
+benchmark.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+from .netns import ip, settle, wait_for
+
+
+class Monitor:
+    """`ip monitor route` in a namespace, collecting lines in a thread."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self.lines: list[str] = []
+        self._round = 0
+        settle(ns)  # the kernel's own link-local routes are in place before we start counting
+        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE,
+                                     text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        self.mark()  # the monitor is listening once it reports our first marker
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def mark(self) -> None:
+        """Add and delete a marker route and wait until the monitor shows both, so every event
+        before this call has been read. The first markers may go out before `ip monitor` has
+        subscribed: each round uses a new marker, until one is seen (deadline 15 s)."""
+        deadline = time.monotonic() + 15
+        while True:
+            self._round += 1
+            tag = f"198.51.100.{self._round % 250 + 1}"
+            start = len(self.lines)
+            ip(self.ns, "route", "add", f"{tag}/32", "dev", "lo", "proto", "250")
+            ip(self.ns, "route", "del", f"{tag}/32", "dev", "lo", "proto", "250")
+            try:
+                wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 2.0,
+                         what="monitor marker")
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
+    def events(self) -> list[str]:
+        return [l for l in self.lines if "198.51.100." not in l]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)
