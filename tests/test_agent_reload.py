@@ -63,9 +63,14 @@ async def test_monitor_overrun_and_link_down_ask_for_a_full_scan(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(GOOD)
     agent = Agent(str(path))
+    for ev, reason in ((Overrun(), "overrun"), (LinkEvent(False, Link("eth9", 9, False)), "link-down")):
+        agent.routing.handle_kernel([ev])
+        kinds = [agent.queue.get_nowait() for _ in range(agent.queue.qsize())]
+        assert [(e.kind, e.data) for e in kinds] == [("scan", reason)]
+    # both at once: one full scan covers both (a waiting scan absorbs the next)
     agent.routing.handle_kernel([Overrun(), LinkEvent(False, Link("eth9", 9, False))])
     kinds = [agent.queue.get_nowait() for _ in range(agent.queue.qsize())]
-    assert [(e.kind, e.data) for e in kinds] == [("scan", "overrun"), ("scan", "link-down")]
+    assert [(e.kind, e.data) for e in kinds] == [("scan", "overrun")]
 
 
 SELECTED = GOOD + """---

@@ -47,10 +47,21 @@ def test_config_and_session_events_are_kept_beyond_the_bound_and_counted():
 
 def test_below_the_bound_every_event_is_queued_in_order():
     q = EventQueue(maxsize=10)
-    evs = [Event("scan", "overrun"), Event("scan", "link-down"), Event("kernel", [1])]
+    evs = [Event("scan", "overrun"), Event("kernel", [1]), Event("config", "x"), Event("kernel", [2])]
     for ev in evs:
         q.put(ev)
     assert drain(q) == evs
+
+
+def test_a_waiting_full_scan_absorbs_the_next_ones_until_it_is_taken():
+    """Link flaps and periodic scans must not queue scans faster than a big scan runs."""
+    q = EventQueue(maxsize=10)
+    for reason in ("overrun", "link-down", "periodic"):
+        q.put(Event("scan", reason))
+    q.put(Event("kernel", [1]))
+    assert drain(q) == [Event("scan", "overrun"), Event("kernel", [1])]
+    q.put(Event("scan", "link-down"))  # the waiting one was taken: a new change needs a new scan
+    assert drain(q) == [Event("scan", "link-down")]
 
 
 async def test_the_agents_queue_is_bounded(tmp_path):

@@ -17,7 +17,9 @@ watched gateway changes (`affects`), the cache is dropped and routes are re-eval
 
 Results are cached per interned next-hop tuple (many routes share a few tuples). When the
 connected routes, link states or a route a watched gateway resolves through change, `generation`
-increases and the cache is dropped; the RIB then re-evaluates its routes.
+increases and the cache is dropped; the RIB then re-evaluates its routes. Changes that cannot
+matter to any cached resolution (a connected route covering none of the gateways, the state of a
+link no next hop uses) leave the cache and the routes alone.
 """
 
 from __future__ import annotations
@@ -75,16 +77,30 @@ class Resolver:
         return out
 
     def set_link(self, name: str, up: bool | None) -> bool:
-        """Record a link state (None: the link is gone). Returns True when anything changed."""
+        """Record a link state (None: the link is gone). Returns True when a resolution may have
+        changed: the state changed and the link is one a cached resolution used or looked at (a
+        flapping interface that no route goes through costs nothing)."""
         old = self._links.get(name)
         if up is None:
             self._links.pop(name, None)
         else:
             self._links[name] = up
-        if old != up:
+        if old != up and (old is None or up is None or self._watch or self._link_used(name)):
             self._changed()
             return True
         return False
+
+    def _link_used(self, name: str) -> bool:
+        """True when a cached resolution names device `name` (given or resolved), or a connected
+        route on it covers a gateway some cached resolution used or looked for."""
+        for resolved, _why, original, _vias in self._cache.values():
+            if any(nh.dev == name for nh in original) or any(nh.dev == name for nh in resolved):
+                return True
+        on_link = [prefix for prefix, dev in self._connected if dev == name]
+        if not on_link:
+            return False
+        gateways = [parse_address(gw) for gw in self._cached_gateways()]
+        return any(prefix.contains_address(*gw) for prefix in on_link for gw in gateways)
 
     def affects(self, prefix: Prefix) -> bool:
         """True when `prefix` covers a gateway that was resolved recursively."""

@@ -6,6 +6,11 @@ Kubernetes commit, the FIB flush) once for the whole burst. Handlers are plain f
 to completion; everything they touch (the routing state, the FIB writer's bookkeeping, the
 cluster state) is owned by this task, so nothing needs a lock.
 
+A pass ends when the queue is empty or after `PASS_BUDGET` seconds of handling, whichever comes
+first, and the task then yields to the event loop: under a steady stream of events (a 100k-route
+table arriving, a storm of kernel notifications) the HTTP API, the speaker's reader and the timers
+still run every few tens of milliseconds, and the FIB is flushed at least that often.
+
 A bug or an OS error while handling one event must not take the agent (and the routing of the
 node) down: it is logged, counted (``route_agent_event_handler_errors_total``) and a full kernel
 resync is queued.
@@ -13,7 +18,9 @@ resync is queued.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +28,8 @@ from typing import Any
 from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
+
+PASS_BUDGET = 0.05  # seconds of event handling before the end-of-pass steps and a yield
 
 
 class Core:
@@ -45,12 +54,14 @@ class Core:
             ev = await self.queue.get()
             retry = ev.kind == "retry"
             self.handle(ev)
-            while not self.queue.empty():
+            deadline = time.monotonic() + PASS_BUDGET
+            while not self.queue.empty() and time.monotonic() < deadline:
                 ev = self.queue.get_nowait()
                 retry = retry or ev.kind == "retry"
                 self.handle(ev)
             for name, step, resync in self._end_of_pass:
                 self._safely(name, step, retry, resync)
+            await asyncio.sleep(0)  # let the API, the speaker's reader and the timers run
 
     def handle(self, ev: Event) -> None:
         """Handle one event now (errors are contained, see the module doc)."""

@@ -15,6 +15,10 @@ what the event is:
   Their producers are bounded by other means (one config per reload, one completion per batch in
   flight, the speaker's and the reflectors' own pacing).
 
+A full scan (``scan``) is never queued twice, bound or not: a waiting one re-reads everything a
+second would (periodic scans, link flaps and overruns would otherwise queue scans faster than a
+100k-route scan runs); it is counted as ``coalesced``.
+
 Every event met at the bound is counted in ``route_agent_event_queue_overflows_total{kind,action}``
 (``action`` ``coalesced`` or ``kept``), and one warning is logged per overflow episode (the next one
 once the queue has drained below half).
@@ -55,6 +59,11 @@ class EventQueue:
         self._overflowing = False
 
     def put(self, ev: Event) -> None:
+        if ev.kind == RESYNC[0] and self._kinds[ev.kind]:
+            # a full scan is already queued and will see everything this one would: one is enough
+            # (link flaps and periodic scans would otherwise queue scans faster than they run)
+            self._count(ev.kind, "coalesced")
+            return
         if self._q.qsize() >= self.maxsize:
             if not self._overflowing:
                 self._overflowing = True
