@@ -66,7 +66,8 @@ def _import_key(config, distances) -> tuple:
     return (
         tuple(p.model_dump_json() for p in config.policies),
         tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
-               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as) for p in config.peers),
+               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as, p.spec.allow_own_as)
+              for p in config.peers),
         tuple(sorted((k.value, v) for k, v in distances.items())),
     )
 
@@ -119,7 +120,8 @@ class BgpRuntime(BgpViews):
         return self.imp.ImportPeer(
             address=peer_key(peer), asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
             distance=s.admin_distance, allow_default=s.allow_default_route,
-            allow_covering=s.allow_covering_routes, max_prefix=limits)
+            allow_covering=s.allow_covering_routes, max_prefix=limits, local_as=s.local_as,
+            allow_own_as=s.allow_own_as)
 
     @staticmethod
     def _settings(peer: BgpPeer) -> BgpPeerSettings:

@@ -7,7 +7,11 @@ must act on (log a warning, or tear the session down with Cease 6/1).
 
 For each received route (`receive`):
 
-1. The hijack guard (`guard.Guard`), which no policy can bypass.
+1. The hijack guard (`guard.Guard`), which no policy can bypass; then AS_PATH loop detection
+   (RFC 4271 9.1.2, no policy can bypass it either): a route whose AS_PATH holds our AS (the
+   session's local AS) more often than the peer's ``allowOwnAs`` (default 0) is rejected with
+   ``AS_LOOP``. (No confederations and no route reflection in the model: no confederation
+   member ASes or CLUSTER_LIST to check.)
 2. The peer's import policy, bound to the peer once (`agent.policy.BoundPolicy`). Without a
    policy, RFC 8212: an **eBGP** peer's routes are all rejected (reason ``NO_POLICY``, counted);
    an **iBGP** peer's routes are accepted (``IBGP_NO_POLICY``). RFC 8212 is about eBGP sessions
@@ -147,6 +151,9 @@ class ImportStage:
         s = peer.settings
         peer.distance = s.distance if s.distance is not None else self._distances[peer.origin.kind]
         peer.bound = None
+        peer.loop = None
+        peer.loop_verdict = shared_verdict(False, f"AS {s.own_as} in AS_PATH, allowOwnAs {s.allow_own_as}",
+                                           Reason.AS_LOOP, policy="as-loop")
         if s.policy is None:
             peer.fixed = (shared_verdict(False, "", Reason.NO_POLICY) if s.ebgp
                           else shared_verdict(True, "", Reason.IBGP_NO_POLICY))
@@ -188,8 +195,11 @@ class ImportStage:
         verdict = self.guard.check(prefix, nexthop, allow_default=s.allow_default,
                                    allow_covering=s.allow_covering)
         if verdict is None:
-            bound = st.bound
-            verdict = st.fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)  # type: ignore[assignment]
+            if st.looped(attrs):
+                verdict = st.loop_verdict
+            else:
+                bound = st.bound
+                verdict = st.fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)  # type: ignore[assignment]
         old = st.verdicts.get(prefix)
         was_accepted = old is not None and old.accepted
         decision = _OK
@@ -280,6 +290,8 @@ class ImportStage:
                                    allow_covering=s.allow_covering)
         if verdict is not None:
             return verdict
+        if st.looped(attrs):
+            return st.loop_verdict
         return st.fixed if st.bound is None else st.bound.evaluate(prefix, nexthop, attrs)  # type: ignore[return-value]
 
     # -- explain and counters -------------------------------------------------------------------
