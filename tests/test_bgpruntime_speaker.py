@@ -20,7 +20,7 @@ CONFIG = tor1_config(peer_as=65000, families="[ipv4-unicast]",
                      extra="  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]\n")
 POD = AnnounceRoute("10.244.1.0/24", peer=PEER)
 P = Prefix.parse
-ATTRS = PathAttrs(as_path=(65000,))
+ATTRS = PathAttrs(as_path=())  # iBGP (peerAS = localAS): our own AS in the path would be a loop
 
 
 @pytest.fixture
