@@ -13,8 +13,10 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
 gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (ExaBGP sends it only without
 graceful restart), then the peer is removed from ExaBGP's configuration, since ExaBGP would
-reconnect at once, and put back after ``restartSeconds`` (never, without it, until the
-configuration changes).
+reconnect at once, and put back after ``restartSeconds`` from the session down (never, without
+it, until the configuration changes). The deadline is the import stage's
+(`MaxPrefix.hold_until`); the restore timer, one per peer, started on the session down, sleeps
+until it.
 
 What ExaBGP made of our commands comes back as events: `CommandAck` goes to the export
 reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error`` is counted,
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -107,6 +110,7 @@ class BgpRuntime(BgpViews):
         self._replanning = False  # a re-plan waits for the speaker's queue to drain
         self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
         self._tasks: set[asyncio.Task] = set()
+        self._restores: dict[str, asyncio.Task] = {}  # peer -> its max-prefix restore timer
         self.refresh_exports()  # desired state ready before any session comes up
 
     # ---- configuration ----
@@ -270,10 +274,11 @@ class BgpRuntime(BgpViews):
         for t in list(self._tasks):
             t.cancel()
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -288,6 +293,7 @@ class BgpRuntime(BgpViews):
             log.info("peer %s %s%s", ev.peer, ev.state.value, f" ({ev.reason})" if ev.reason else "")
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
                 self._spawn(self._remove_held_down(ev.peer))
+                self._schedule_restore(ev.peer)  # the source just started the hold-down
             if ev.state is PeerStatus.UP and ev.peer in self.peers:
                 # everything we advertise, then End-of-RIB (manual-eor): a graceful-restart peer
                 # that kept our routes as stale sees them refreshed, nothing withdrawn
@@ -353,9 +359,6 @@ class BgpRuntime(BgpViews):
         # ExaBGP would reconnect at once: the peer leaves its configuration as soon as the session
         # is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
         self._spawn(self._remove_held_down(peer, delay=5))
-        restart = self._restart_seconds(peer)
-        if restart:
-            self._spawn(self._restore_after(peer, restart))
 
     async def _remove_held_down(self, peer: str, delay: float = 0) -> None:
         if delay:
@@ -364,20 +367,36 @@ class BgpRuntime(BgpViews):
                                           for p in self.speaker.peers):
             await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
 
-    def _restart_seconds(self, peer: str) -> float | None:
-        p = self.peers.get(peer)
-        if p is None:
-            return None
-        seconds = [mp.restart_seconds for mp in p.spec.max_prefix if mp.restart_seconds]
-        return min(seconds) if seconds else None
+    def _schedule_restore(self, peer: str) -> None:
+        """One restore timer per peer, from the max-prefix deadline (`MaxPrefix.hold_until`)."""
+        old = self._restores.pop(peer, None)
+        if old is not None:
+            old.cancel()
+        self._restores[peer] = self._spawn(self._restore_when_due(peer))
 
-    async def _restore_after(self, peer: str, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-        if peer in self.held_down and self.stage.maxprefix.may_connect(peer, time.monotonic()):
-            del self.held_down[peer]
-            self.stage.maxprefix.clear(peer)
-            log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
-            await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+    async def _restore_when_due(self, peer: str) -> None:
+        """Sleep until the hold-down deadline the import stage holds, check, sleep again if it
+        moved; then put the peer back into ExaBGP's configuration. A deadline of math.inf (no
+        restartSeconds) waits for a configuration change, which clears `held_down`."""
+        maxprefix = self.stage.maxprefix
+        try:
+            while peer in self.held_down:
+                until = maxprefix.hold_until(peer)
+                if until is not None and math.isinf(until):
+                    return
+                now = time.monotonic()
+                if until is not None and now < until:
+                    await asyncio.sleep(until - now)
+                    continue
+                assert maxprefix.may_connect(peer, now)  # past the deadline
+                del self.held_down[peer]
+                maxprefix.clear(peer)
+                log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
+                await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+                return
+        finally:
+            if self._restores.get(peer) is asyncio.current_task():
+                del self._restores[peer]
 
 
 def _brief(command) -> str:
