@@ -64,7 +64,7 @@ class PeerState:
 
     __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
                  "key4", "key6", "rejected_kept", "last", "base", "hops", "max_verdicts", "loop",
-                 "loop_verdict")
+                 "loop_verdict", "unkept")
 
     def __init__(self, settings: ImportPeer) -> None:
         self.settings = settings
@@ -79,6 +79,7 @@ class PeerState:
         self.key4 = (settings.address, 4)
         self.key6 = (settings.address, 6)
         self.rejected_kept = 0
+        self.unkept = [0, 0]  # v4, v6: rejections this session not kept (beyond keep_rejected)
         self.last: tuple[Any, Modifications, Any, Candidate] | None = None
         self.base: tuple[Any, BgpAttrs] | None = None
         self.hops: dict[Any, tuple[NextHop, ...]] = {}

@@ -44,8 +44,10 @@ prefixes are always kept (max-prefix needs to know what is already counted); rej
 agent without bound: beyond it a rejection is counted but `verdict()` answers None.
 
 Counters (plain dicts, monotonic, for the metrics layer): `received[(peer, family)]`,
-`accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`. Current counts per peer and
-family (gauges): `held(peer)`. Changing policies, guard sets or peer settings does not
+`accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`; a re-sent route (route refresh)
+counts again. Current counts per peer and family (what ``show peers`` shows): `held(peer)`
+(accepted now, rejected now) and `not_kept(peer)` (rejections beyond `keep_rejected`: the
+rejected-now count is then a lower bound). Changing policies, guard sets or peer settings does not
 re-evaluate routes already received: the caller re-feeds them (adj-RIB-in or route refresh).
 """
 
@@ -228,8 +230,10 @@ class ImportStage:
             st.verdicts[prefix] = verdict
             st.held[base] += 1
             st.rejected_kept += 1
-        elif old is not None:
-            del st.verdicts[prefix]
+        else:
+            st.unkept[1 if v6 else 0] += 1
+            if old is not None:
+                del st.verdicts[prefix]
         return ImportResult(verdict, Update(prefix, st.origin, None) if was_accepted else None, decision)
 
     def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
@@ -279,6 +283,7 @@ class ImportStage:
             st.verdicts = {}
             st.held = [0, 0, 0, 0]
             st.rejected_kept = 0
+            st.unkept = [0, 0]
             st.last = st.base = None
         self.maxprefix.session_down(peer, now)
 
@@ -318,6 +323,13 @@ class ImportStage:
             return {4: (0, 0), 6: (0, 0)}
         h = st.held
         return {4: (h[1], h[0]), 6: (h[3], h[2])}
+
+    def not_kept(self, peer: str) -> dict[int, int]:
+        """Rejections of `peer` this session beyond `keep_rejected`, per family: not stored, so a
+        re-sent one cannot be told from a new one; the current rejected count is then a lower
+        bound."""
+        st = self._peers.get(peer)
+        return {4: 0, 6: 0} if st is None else {4: st.unkept[0], 6: st.unkept[1]}
 
     # -- internals ------------------------------------------------------------------------------
 
