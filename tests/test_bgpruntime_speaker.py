@@ -127,8 +127,9 @@ async def test_max_prefix_hold_down_ends_at_restart_seconds_after_the_session_do
     rt = recording_runtime(RESTART, tmp_path)
     configured = []
 
-    async def set_peers(peers):
-        configured.append((time.monotonic(), [p.spec.peer_address for p in peers]))
+    async def set_peers(peers, held=()):
+        rt.speaker.held = frozenset(held)
+        configured.append((time.monotonic(), [p.spec.peer_address for p in peers if p.metadata.name not in held]))
 
     rt.speaker.set_peers = set_peers
     try:
@@ -141,7 +142,8 @@ async def test_max_prefix_hold_down_ends_at_restart_seconds_after_the_session_do
         rt.handle(PeerState(PEER, PeerStatus.DOWN, "we sent Cease 6/1"), down)
         assert rt.stage.maxprefix.hold_until(PEER) == pytest.approx(down + 1)
         await asyncio.sleep(0.05)
-        assert configured and configured[-1][1] == []  # out of ExaBGP's configuration
+        assert configured and configured[-1][1] == []  # held in ExaBGP's configuration
+        assert rt.speaker.held == {"tor1"}
         assert rt.peer_views(lambda a: {})[0]["held_down"]
         await asyncio.sleep(0.8)
         assert PEER in rt.held_down  # not before the deadline
@@ -159,7 +161,7 @@ async def test_a_new_hold_down_replaces_the_restore_timer(tmp_path):
     import time
 
     rt = recording_runtime(RESTART, tmp_path)
-    rt.speaker.set_peers = lambda peers: asyncio.sleep(0)
+    rt.speaker.set_peers = lambda peers, held=(): asyncio.sleep(0)
     try:
         for _ in range(2):
             rt.handle(PeerState(PEER, PeerStatus.UP), time.monotonic())

@@ -12,8 +12,9 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 `BgpOutput` (RIB updates, synced peers, timers). Side effects towards ExaBGP happen here:
 End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
 gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (ExaBGP sends it only without
-graceful restart), then the peer is removed from ExaBGP's configuration, since ExaBGP would
-reconnect at once, and put back after ``restartSeconds`` from the session down (never, without
+graceful restart), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
+does not know: ExaBGP would reconnect at once, and a peer removed would get Cease 6/3 on each
+retry), and put back as configured after ``restartSeconds`` from the session down (never, without
 it, until the configuration changes). The deadline is the import stage's
 (`MaxPrefix.hold_until`); the restore timer, one per peer, started on the session down, sleeps
 until it.
@@ -356,16 +357,20 @@ class BgpRuntime(BgpViews):
             return
         self.speaker.send(Teardown(peer, subcode=1))  # Cease 6/1: maximum number of prefixes
         self.held_down[peer] = None
-        # ExaBGP would reconnect at once: the peer leaves its configuration as soon as the session
-        # is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
+        # ExaBGP would reconnect at once: the peer is held (passive, unknown MD5 key) as soon as the
+        # session is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
         self._spawn(self._remove_held_down(peer, delay=5))
 
     async def _remove_held_down(self, peer: str, delay: float = 0) -> None:
+        """Hold the peer in ExaBGP's configuration (passive, connections unanswered)."""
         if delay:
             await asyncio.sleep(delay)
-        if peer in self.held_down and any(p.metadata.name == self.peers[peer].metadata.name
-                                          for p in self.speaker.peers):
-            await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+        if peer in self.held_down and self.peers[peer].metadata.name not in self.speaker.held:
+            await self._set_speaker_peers()
+
+    async def _set_speaker_peers(self) -> None:
+        await self.speaker.set_peers(list(self.peers.values()),
+                                     held=[self.peers[a].metadata.name for a in self.held_down if a in self.peers])
 
     def _schedule_restore(self, peer: str) -> None:
         """One restore timer per peer, from the max-prefix deadline (`MaxPrefix.hold_until`)."""
@@ -392,7 +397,7 @@ class BgpRuntime(BgpViews):
                 del self.held_down[peer]
                 maxprefix.clear(peer)
                 log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
-                await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+                await self._set_speaker_peers()
                 return
         finally:
             if self._restores.get(peer) is asyncio.current_task():
