@@ -176,3 +176,30 @@ async def test_a_new_hold_down_replaces_the_restore_timer(tmp_path):
     finally:
         for task in list(rt._tasks):
             task.cancel()
+
+
+async def test_a_configuration_change_releases_a_held_peer_from_exabgp(tmp_path):
+    import time
+
+    rt = recording_runtime(RESTART, tmp_path)
+    calls = []
+
+    async def set_peers(peers, held=()):
+        rt.speaker.held = frozenset(held)
+        calls.append(sorted(held))
+
+    rt.speaker.set_peers = set_peers
+    try:
+        rt.handle(PeerState(PEER, PeerStatus.UP), time.monotonic())
+        rt.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, tuple(
+            Announced(P(f"198.51.100.{i}/32"), PEER, ATTRS) for i in range(2))), time.monotonic())
+        rt.handle(PeerState(PEER, PeerStatus.DOWN, "we sent Cease 6/1"), time.monotonic())
+        await asyncio.sleep(0.05)
+        assert calls == [["tor1"]]
+        from agent.config.resolve import distances
+        rt.reconfigure(rt.config, distances(rt.config))  # e.g. a policy changed; the peer did not
+        await asyncio.sleep(0.05)
+        assert calls[-1] == [] and not rt.held_down and rt.stage.maxprefix.may_connect(PEER, time.monotonic())
+    finally:
+        for task in list(rt._tasks):
+            task.cancel()

@@ -194,7 +194,8 @@ class BgpRuntime(BgpViews):
         out.updates += self._set_protected(_protected(config))
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
-        if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
+        if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] \
+                or removed or self.speaker.held:  # (a held peer is released by any change)
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
         key = _import_key(config, distances)
         if key != self._import_key:  # re-run every received route through the new import side
