@@ -93,8 +93,9 @@ def _print_peers(rows) -> None:
         for i, (fam, f) in enumerate(p["families"].items()):
             mp = f["maxPrefix"]
             mps = f"{mp['count']}/{mp['limit']} {mp['state']}" if mp else "-"
-            print(f"{head if i == 0 else '':<64}  {fam:<12} {f['received']:>6} {f['accepted']:>7} "
-                  f"{f['rejected']:>7} {f['installed']:>5}  {mps}")
+            plus = "+" if f.get("rejectedNotKept") else ""  # beyond the stored rejections: at least
+            print(f"{head if i == 0 else '':<64}  {fam:<12} {str(f['received']) + plus:>6} {f['accepted']:>7} "
+                  f"{str(f['rejected']) + plus:>7} {f['installed']:>5}  {mps}")
         extra = [x for x in (p["reason"] and f"last: {p['reason']}", p["stale"] and f"{p['stale']} stale routes",
                              p["held_down"] and "held down (max-prefix)") if x]
         if extra:

@@ -201,7 +201,7 @@ def test_max_prefix_teardown_closes_the_session_and_removes_its_routes(bgp_lab):
     peer = wait_for(lambda: [p for p in (node.api("/api/peers") or []) if p["held_down"]], 10)[0]
     assert peer["state"] == "down"
     node.wait_routes(lambda r: not set(V4) & set(r), timeout=10)
-    # and it stays down: ExaBGP no longer has the peer (BIRD would otherwise reconnect at once)
+    # and it stays down: ExaBGP holds the peer, passive and unanswered (BIRD would otherwise reconnect at once)
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         assert "Established" not in bgp_lab.birds["tor"].protocol_state("n4")

@@ -20,7 +20,7 @@ CONFIG = tor1_config(peer_as=65000, families="[ipv4-unicast]",
                      extra="  maxPrefix: [{family: ipv4-unicast, limit: 2, action: teardown}]\n")
 POD = AnnounceRoute("10.244.1.0/24", peer=PEER)
 P = Prefix.parse
-ATTRS = PathAttrs(as_path=(65000,))
+ATTRS = PathAttrs(as_path=())  # iBGP (peerAS = localAS): our own AS in the path would be a loop
 
 
 @pytest.fixture
@@ -108,6 +108,98 @@ async def test_max_prefix_teardown_under_graceful_restart_withdraws_both_familie
         assert sorted(str(u.prefix) for u in out.updates if u.candidate is None) == [
             "198.51.100.0/32", "198.51.100.1/32", "2001:db8:1::/48"]
         assert out.timers == [] and rt.source.sessions[PEER].stale == set()
+    finally:
+        for task in list(rt._tasks):
+            task.cancel()
+
+
+RESTART = tor1_config(peer_as=65000, families="[ipv4-unicast]", extra=(
+    "  maxPrefix: [{family: ipv4-unicast, limit: 1, action: teardown, restartSeconds: 1}]\n"
+    "  gracefulRestartSeconds: 0\n"))
+
+
+async def test_max_prefix_hold_down_ends_at_restart_seconds_after_the_session_down(tmp_path):
+    """Issue 14.2: the session goes down a little after the teardown; the hold-down deadline runs
+    from the down (the import stage's), and the restore timer sleeps until that deadline, so the
+    peer is put back into ExaBGP's configuration once, ~restartSeconds after the down."""
+    import time
+
+    rt = recording_runtime(RESTART, tmp_path)
+    configured = []
+
+    async def set_peers(peers, held=()):
+        rt.speaker.held = frozenset(held)
+        configured.append((time.monotonic(), [p.spec.peer_address for p in peers if p.metadata.name not in held]))
+
+    rt.speaker.set_peers = set_peers
+    try:
+        rt.handle(PeerState(PEER, PeerStatus.UP), time.monotonic())
+        out = rt.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, tuple(
+            Announced(P(f"198.51.100.{i}/32"), PEER, ATTRS) for i in range(2))), time.monotonic())
+        assert out.commands == [(PEER, "teardown")] and PEER in rt.held_down
+        await asyncio.sleep(0.2)  # the Cease goes out, the session goes down a little later
+        down = time.monotonic()
+        rt.handle(PeerState(PEER, PeerStatus.DOWN, "we sent Cease 6/1"), down)
+        assert rt.stage.maxprefix.hold_until(PEER) == pytest.approx(down + 1)
+        await asyncio.sleep(0.05)
+        assert configured and configured[-1][1] == []  # held in ExaBGP's configuration
+        assert rt.speaker.held == {"tor1"}
+        assert rt.peer_views(lambda a: {})[0]["held_down"]
+        await asyncio.sleep(0.8)
+        assert PEER in rt.held_down  # not before the deadline
+        await asyncio.sleep(0.4)
+        assert PEER not in rt.held_down and configured[-1][1] == [PEER]
+        assert 0.95 <= configured[-1][0] - down <= 1.2
+        assert rt.stage.maxprefix.may_connect(PEER, time.monotonic())
+        assert rt.peer_views(lambda a: {})[0]["families"]["ipv4-unicast"]["maxPrefix"]["state"] == "ok"
+    finally:
+        for task in list(rt._tasks):
+            task.cancel()
+
+
+async def test_a_new_hold_down_replaces_the_restore_timer(tmp_path):
+    import time
+
+    rt = recording_runtime(RESTART, tmp_path)
+    rt.speaker.set_peers = lambda peers, held=(): asyncio.sleep(0)
+    try:
+        for _ in range(2):
+            rt.handle(PeerState(PEER, PeerStatus.UP), time.monotonic())
+            rt.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, tuple(
+                Announced(P(f"198.51.100.{i}/32"), PEER, ATTRS) for i in range(2))), time.monotonic())
+            rt.handle(PeerState(PEER, PeerStatus.DOWN, "we sent Cease 6/1"), time.monotonic())
+            rt.held_down[PEER] = None
+        await asyncio.sleep(0)
+        assert len(rt._restores) == 1
+        await asyncio.sleep(1.2)
+        assert PEER not in rt.held_down and not rt._restores
+    finally:
+        for task in list(rt._tasks):
+            task.cancel()
+
+
+async def test_a_configuration_change_releases_a_held_peer_from_exabgp(tmp_path):
+    import time
+
+    rt = recording_runtime(RESTART, tmp_path)
+    calls = []
+
+    async def set_peers(peers, held=()):
+        rt.speaker.held = frozenset(held)
+        calls.append(sorted(held))
+
+    rt.speaker.set_peers = set_peers
+    try:
+        rt.handle(PeerState(PEER, PeerStatus.UP), time.monotonic())
+        rt.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, tuple(
+            Announced(P(f"198.51.100.{i}/32"), PEER, ATTRS) for i in range(2))), time.monotonic())
+        rt.handle(PeerState(PEER, PeerStatus.DOWN, "we sent Cease 6/1"), time.monotonic())
+        await asyncio.sleep(0.05)
+        assert calls == [["tor1"]]
+        from agent.config.resolve import distances
+        rt.reconfigure(rt.config, distances(rt.config))  # e.g. a policy changed; the peer did not
+        await asyncio.sleep(0.05)
+        assert calls[-1] == [] and not rt.held_down and rt.stage.maxprefix.may_connect(PEER, time.monotonic())
     finally:
         for task in list(rt._tasks):
             task.cancel()

@@ -43,3 +43,33 @@ def test_views_are_json_and_show_max_prefix_and_adverts(tmp_path):
                        "policy": "acceptAll/default", "announced": False}]
     # the advertised prefix is protected by the import guard
     assert rt.guard.check(Prefix.parse("10.244.1.0/25")) is not None
+
+
+def test_show_peers_counts_are_current_a_route_refresh_does_not_count_twice(tmp_path):
+    """Issue 14.5: received / accepted / rejected / installed are what the peer holds now; the
+    cumulative counts stay in the stage's counters (metrics)."""
+    from agent.core.bgp import Announced, Family, PathAttrs, PeerState, PeerStatus, RouteUpdate
+
+    config = load_text(CONFIG)
+    rt = BgpRuntime(importlib.import_module("agent.import"), config, distances(config), ["10.0.0.254/24"],
+                    runtime_dir=str(tmp_path))
+    rt.speaker.send = lambda cmd: None
+    peer, attrs = "10.0.0.1", PathAttrs(as_path=(65001,))
+    table = (Announced(Prefix.parse("192.0.2.0/24"), peer, attrs),
+             Announced(Prefix.parse("198.51.100.0/24"), peer, attrs),
+             Announced(Prefix.parse("10.244.1.0/24"), peer, attrs))  # our own prefix: guard rejects
+    rt.handle(PeerState(peer, PeerStatus.UP), 0)
+    for _ in range(3):  # the first announcement, then two route refreshes
+        rt.handle(RouteUpdate(peer, Family.IPV4_UNICAST, table), 1)
+    fam = rt.peer_views(lambda addr: {4: 2})[0]["families"]["ipv4-unicast"]
+    assert {k: fam[k] for k in ("received", "accepted", "rejected", "rejectedNotKept", "installed")} == {
+        "received": 3, "accepted": 2, "rejected": 1, "rejectedNotKept": 0, "installed": 2}
+    assert rt.stage.received[(peer, 4)] == 9 and rt.stage.accepted[(peer, 4)] == 6  # metrics: cumulative
+    rt.handle(RouteUpdate(peer, Family.IPV4_UNICAST, (), (Prefix.parse("198.51.100.0/24"),)), 2)
+    fam = rt.peer_views(lambda addr: {4: 1})[0]["families"]["ipv4-unicast"]
+    assert (fam["received"], fam["accepted"], fam["rejected"]) == (2, 1, 1)
+    rt.handle(PeerState(peer, PeerStatus.DOWN, "gone"), 3)
+    fam = rt.peer_views(lambda addr: {})[0]["families"]["ipv4-unicast"]
+    assert (fam["received"], fam["accepted"], fam["rejected"], fam["installed"]) == (0, 0, 0, 0)
+    for task in list(rt._tasks):
+        task.cancel()

@@ -373,3 +373,13 @@ def test_origin_and_accepted_prefixes_for_the_bgp_source():
     s.receive(EBGP, P("198.51.100.0/24"), EBGP, attrs())
     assert s.accepted_prefixes(EBGP) == [ROUTE]
     assert s.accepted_prefixes("192.0.2.99") == []
+
+
+def test_rejections_beyond_the_store_are_reported_as_not_kept():
+    s = stage(ebgp(), keep_rejected=1)
+    for _ in range(2):
+        s.receive(EBGP, ROUTE, EBGP, attrs())
+        s.receive(EBGP, P("198.51.100.0/24"), EBGP, attrs())
+    assert s.held(EBGP)[4] == (0, 1) and s.not_kept(EBGP) == {4: 2, 6: 0}  # rejected now: at least 1
+    s.peer_down(EBGP, 0.0)
+    assert s.not_kept(EBGP) == {4: 0, 6: 0}

@@ -72,7 +72,9 @@ def test_teardown_discards_every_family_then_holds_down():
     assert t.admit(PEER, 6) is D.DISCARD  # the session is going down: nothing more
     assert t.status(PEER, 4).state is State.TORN_DOWN
     assert t.may_connect(PEER, 0.0)  # no hold-down before the session is actually down
+    assert t.hold_until(PEER) is None
     t.session_down(PEER, now=100.0)
+    assert t.hold_until(PEER) == 130.0  # from the session down, the one deadline
     s = t.status(PEER, 4)
     assert (s.count, s.state, s.restart_at, s.discarded) == (0, State.HELD_DOWN, 130.0, 0)
     assert not t.may_connect(PEER, 129.9)
@@ -85,7 +87,7 @@ def test_teardown_without_restart_delay_waits_for_clear():
     t = tracker(Limit(0))
     assert admit(t, 1) == [D.TEARDOWN]
     t.session_down(PEER, now=5.0)
-    assert t.status(PEER, 4).restart_at == math.inf
+    assert t.status(PEER, 4).restart_at == math.inf == t.hold_until(PEER)
     assert not t.may_connect(PEER, 1e12)
     t.clear(PEER)
     assert t.may_connect(PEER, 6.0)

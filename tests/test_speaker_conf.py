@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -379,3 +380,30 @@ def test_a_passive_peer_needs_a_local_address_unless_the_speaker_lists_listen_ad
     assert for_node(config, NodeIdentity("n1")).peers[0].spec.local_address == "10.0.0.2"
     with pytest.raises(ValueError, match="localAddress: unset on node n2"):
         for_node(config, NodeIdentity("n2"))
+
+
+# ---- a peer held down after a max-prefix teardown (issue 14 item 3) ----------------------------
+
+
+def test_a_held_down_peer_stays_configured_passive_with_a_key_it_does_not_know(tmp_path):
+    """Removed from ExaBGP's configuration, the peer got Cease 6/3 "no session configured" on
+    every retry where ExaBGP listens; held, it is never connected to and its SYNs go unanswered
+    (TCP MD5 on the listening socket), so the peer's last error stays the Cease 6/1."""
+    key = base64.b64encode(b"k" * 48).decode()
+    api = [sys.executable, "-S", "-E", RELAY, str(tmp_path / "api.sock"), "tok"]
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    peers = [*_listen_peers(), make_peer("md5", peerAddress="10.0.0.11", md5PasswordFile=str(pw))]
+    held = {name: key for name in ("active", "p4", "md5")}
+    conf = render(peers, BgpSpeakerSpec(listenPort=1790), api, read_secrets(peers), held=held)
+    active = _block(conf.text, "neighbor 10.0.0.1 {")
+    assert "passive true;" in active and "connect" not in active and "listen" not in active
+    assert f"md5-password {key};" in active and "md5-base64 true;" in active
+    p4 = _block(conf.text, "neighbor 10.0.0.9 {")
+    assert "passive true;" in p4 and "listen 1790;" in p4 and f"md5-password {key};" in p4
+    md5 = _block(conf.text, "neighbor 10.0.0.11 {")
+    assert f"md5-password {key};" in md5 and md5.count("md5-password") == 1  # not its real one
+    assert "md5" not in _block(conf.text, "neighbor 10.0.0.10 {")  # not held: as configured
+    assert _exabgp_validate(tmp_path, conf).returncode == 0
+    glob = render(peers, BgpSpeakerSpec(listenAddresses=["10.0.0.2"]), api, read_secrets(peers), held=held)
+    assert "listen " not in glob.text and f"md5-password {key};" in _block(glob.text, "neighbor 10.0.0.9 {")

@@ -170,6 +170,9 @@ class BgpPeerSpec(_Model):
     selected advertisement to an iBGP peer."""
     allow_covering_routes: StrictBool = False
     """Accept routes that cover the node's own prefixes (aggregates such as a fabric /16)."""
+    allow_own_as: StrictInt = Field(0, ge=0, le=10)
+    """AS_PATH loop detection (RFC 4271 9.1.2): a route whose AS_PATH holds localAS more than this
+    many times is dropped (reason ``as_loop``) before any policy; 0: any occurrence (allowas-in)."""
 
     node_selector: LabelSelector | None = None
     """The nodes that have this session (their Node labels); unset: every node."""

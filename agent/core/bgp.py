@@ -257,7 +257,7 @@ class Teardown:
     reached, 2: administrative shutdown, ...). ExaBGP 5.0.15 sends the NOTIFICATION only when
     graceful restart was not negotiated with the peer; with it, it closes the TCP session without
     one (the peer then keeps our routes as stale). Either way ExaBGP reconnects at once: keeping a
-    session down takes removing the peer (`Speaker.set_peers`)."""
+    session down takes holding the peer (`Speaker.set_peers(..., held=...)`)."""
 
     peer: str
     subcode: int = 2

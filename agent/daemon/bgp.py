@@ -12,9 +12,12 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 `BgpOutput` (RIB updates, synced peers, timers). Side effects towards ExaBGP happen here:
 End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
 gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (ExaBGP sends it only without
-graceful restart), then the peer is removed from ExaBGP's configuration, since ExaBGP would
-reconnect at once, and put back after ``restartSeconds`` (never, without it, until the
-configuration changes).
+graceful restart), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
+does not know: ExaBGP would reconnect at once, and a peer removed would get Cease 6/3 on each
+retry), and put back as configured after ``restartSeconds`` from the session down (never, without
+it, until the configuration changes). The deadline is the import stage's
+(`MaxPrefix.hold_until`); the restore timer, one per peer, started on the session down, sleeps
+until it.
 
 What ExaBGP made of our commands comes back as events: `CommandAck` goes to the export
 reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error`` is counted,
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -66,7 +70,8 @@ def _import_key(config, distances) -> tuple:
     return (
         tuple(p.model_dump_json() for p in config.policies),
         tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
-               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as) for p in config.peers),
+               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as, p.spec.allow_own_as)
+              for p in config.peers),
         tuple(sorted((k.value, v) for k, v in distances.items())),
     )
 
@@ -106,6 +111,7 @@ class BgpRuntime(BgpViews):
         self._replanning = False  # a re-plan waits for the speaker's queue to drain
         self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
         self._tasks: set[asyncio.Task] = set()
+        self._restores: dict[str, asyncio.Task] = {}  # peer -> its max-prefix restore timer
         self.refresh_exports()  # desired state ready before any session comes up
 
     # ---- configuration ----
@@ -119,7 +125,8 @@ class BgpRuntime(BgpViews):
         return self.imp.ImportPeer(
             address=peer_key(peer), asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
             distance=s.admin_distance, allow_default=s.allow_default_route,
-            allow_covering=s.allow_covering_routes, max_prefix=limits)
+            allow_covering=s.allow_covering_routes, max_prefix=limits, local_as=s.local_as,
+            allow_own_as=s.allow_own_as)
 
     @staticmethod
     def _settings(peer: BgpPeer) -> BgpPeerSettings:
@@ -187,7 +194,8 @@ class BgpRuntime(BgpViews):
         out.updates += self._set_protected(_protected(config))
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
-        if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] or removed:
+        if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] \
+                or removed or self.speaker.held:  # (a held peer is released by any change)
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
         key = _import_key(config, distances)
         if key != self._import_key:  # re-run every received route through the new import side
@@ -268,10 +276,11 @@ class BgpRuntime(BgpViews):
         for t in list(self._tasks):
             t.cancel()
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -286,6 +295,7 @@ class BgpRuntime(BgpViews):
             log.info("peer %s %s%s", ev.peer, ev.state.value, f" ({ev.reason})" if ev.reason else "")
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
                 self._spawn(self._remove_held_down(ev.peer))
+                self._schedule_restore(ev.peer)  # the source just started the hold-down
             if ev.state is PeerStatus.UP and ev.peer in self.peers:
                 # everything we advertise, then End-of-RIB (manual-eor): a graceful-restart peer
                 # that kept our routes as stale sees them refreshed, nothing withdrawn
@@ -348,34 +358,51 @@ class BgpRuntime(BgpViews):
             return
         self.speaker.send(Teardown(peer, subcode=1))  # Cease 6/1: maximum number of prefixes
         self.held_down[peer] = None
-        # ExaBGP would reconnect at once: the peer leaves its configuration as soon as the session
-        # is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
+        # ExaBGP would reconnect at once: the peer is held (passive, unknown MD5 key) as soon as the
+        # session is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
         self._spawn(self._remove_held_down(peer, delay=5))
-        restart = self._restart_seconds(peer)
-        if restart:
-            self._spawn(self._restore_after(peer, restart))
 
     async def _remove_held_down(self, peer: str, delay: float = 0) -> None:
+        """Hold the peer in ExaBGP's configuration (passive, connections unanswered)."""
         if delay:
             await asyncio.sleep(delay)
-        if peer in self.held_down and any(p.metadata.name == self.peers[peer].metadata.name
-                                          for p in self.speaker.peers):
-            await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+        if peer in self.held_down and self.peers[peer].metadata.name not in self.speaker.held:
+            await self._set_speaker_peers()
 
-    def _restart_seconds(self, peer: str) -> float | None:
-        p = self.peers.get(peer)
-        if p is None:
-            return None
-        seconds = [mp.restart_seconds for mp in p.spec.max_prefix if mp.restart_seconds]
-        return min(seconds) if seconds else None
+    async def _set_speaker_peers(self) -> None:
+        await self.speaker.set_peers(list(self.peers.values()),
+                                     held=[self.peers[a].metadata.name for a in self.held_down if a in self.peers])
 
-    async def _restore_after(self, peer: str, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-        if peer in self.held_down and self.stage.maxprefix.may_connect(peer, time.monotonic()):
-            del self.held_down[peer]
-            self.stage.maxprefix.clear(peer)
-            log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
-            await self.speaker.set_peers([p for a, p in self.peers.items() if a not in self.held_down])
+    def _schedule_restore(self, peer: str) -> None:
+        """One restore timer per peer, from the max-prefix deadline (`MaxPrefix.hold_until`)."""
+        old = self._restores.pop(peer, None)
+        if old is not None:
+            old.cancel()
+        self._restores[peer] = self._spawn(self._restore_when_due(peer))
+
+    async def _restore_when_due(self, peer: str) -> None:
+        """Sleep until the hold-down deadline the import stage holds, check, sleep again if it
+        moved; then put the peer back into ExaBGP's configuration. A deadline of math.inf (no
+        restartSeconds) waits for a configuration change, which clears `held_down`."""
+        maxprefix = self.stage.maxprefix
+        try:
+            while peer in self.held_down:
+                until = maxprefix.hold_until(peer)
+                if until is not None and math.isinf(until):
+                    return
+                now = time.monotonic()
+                if until is not None and now < until:
+                    await asyncio.sleep(until - now)
+                    continue
+                assert maxprefix.may_connect(peer, now)  # past the deadline
+                del self.held_down[peer]
+                maxprefix.clear(peer)
+                log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
+                await self._set_speaker_peers()
+                return
+        finally:
+            if self._restores.get(peer) is asyncio.current_task():
+                del self._restores[peer]
 
 
 def _brief(command) -> str:

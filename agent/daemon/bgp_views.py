@@ -1,7 +1,8 @@
 """Read-only views of the BGP runtime, as plain JSON-ready dicts (the API serves them).
 
 DOC: `BgpViews` is the part of `agent.daemon.bgp.BgpRuntime` that only reads: per peer (session,
-stale routes, max-prefix state and counts per family), per advertised prefix (desired attributes
+stale routes, max-prefix state and the current counts per family: prefixes received now, accepted
+now, rejected now, installed; a route refresh does not count twice), per advertised prefix (desired attributes
 per peer and whether ExaBGP accepted them: `ExportReconciler.announced`), and the explanations of
 one prefix's import and export verdicts. It owns no state of its own.
 """
@@ -22,15 +23,18 @@ class BgpViews:
         for addr, peer in self.peers.items():
             s = self.source.sessions.get(addr)
             held = self.stage.held(addr)
+            not_kept = self.stage.not_kept(addr)
             inst = installed(addr)
             fams = {}
             for fam in peer.spec.families:
                 v = 6 if fam.value.startswith("ipv6") else 4
                 st = self.stage.maxprefix.status(addr, v)
-                fams[fam.value] = {
-                    "received": self.stage.received.get((addr, v), 0),
-                    "accepted": held[v][0],
-                    "rejected": sum(n for (a, f, _r), n in self.stage.rejected.items() if a == addr and f == v),
+                accepted, rejected = held[v]
+                fams[fam.value] = {  # current counts (the cumulative ones are metrics counters)
+                    "received": accepted + rejected,
+                    "accepted": accepted,
+                    "rejected": rejected,
+                    "rejectedNotKept": not_kept[v],  # > 0: received and rejected are lower bounds
                     "installed": inst.get(v, 0),
                     "maxPrefix": None if st.limit is None else {
                         "limit": st.limit.limit, "action": st.limit.action.value, "count": st.count,

@@ -22,7 +22,9 @@ The import stage calls `admit` for each prefix that becomes accepted and acts on
 graceful restart or not: the peer re-sends everything on the new session). After a teardown it
 also starts the hold-down: `may_connect(peer, now)` is False until ``restart_seconds`` have
 passed, or forever when ``restart_seconds`` is None (until an operator calls `clear`), as FRR's
-``maximum-prefix N restart M``. Time is passed in (monotonic seconds), so this module is pure.
+``maximum-prefix N restart M``: the restart delay runs from the session down (not from the
+teardown), and `hold_until` is that deadline, the only one: whoever restores the session sleeps
+until it. Time is passed in (monotonic seconds), so this module is pure.
 
 The limit is "at most N prefixes": the (N+1)-th triggers the action. Changing a limit takes
 effect at the next `admit`, it does not act on prefixes already held.
@@ -175,6 +177,13 @@ class MaxPrefix:
         if peer in self._torn:
             delay = self._torn.pop(peer)
             self._hold[peer] = math.inf if delay is None else now + delay
+
+    def hold_until(self, peer: str) -> float | None:
+        """When the hold-down of `peer` ends (monotonic; math.inf: until `clear`); None when the
+        peer is not held down (also while a teardown waits for the session to go down). The one
+        deadline: the restore timer sleeps until it, and checks `may_connect` again when woken
+        early (a later teardown, a clock step), never on its own count of ``restart_seconds``."""
+        return self._hold.get(peer)
 
     def may_connect(self, peer: str, now: float) -> bool:
         """False while a max-prefix teardown holds the session down."""

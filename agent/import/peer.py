@@ -50,6 +50,12 @@ class ImportPeer:
     device: str | None = None  # interface for IPv6 link-local next hops
     router_id: str | None = None  # BGP identifier (only used when attrs are not a BgpAttrs)
     max_prefix: Mapping[int, MaxPrefixLimit] = field(default_factory=dict, hash=False)  # family -> limit
+    local_as: int | None = None  # our AS on the session (loop detection); None: asn for iBGP, none for eBGP
+    allow_own_as: int = 0  # routes whose AS_PATH holds local_as more often are dropped (as_loop)
+
+    @property
+    def own_as(self) -> int | None:
+        return self.local_as if self.local_as is not None else (None if self.ebgp else self.asn)
 
 
 class PeerState:
@@ -57,7 +63,8 @@ class PeerState:
     last candidate built (reused while attributes, modifications and next hop stay the same)."""
 
     __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
-                 "key4", "key6", "rejected_kept", "last", "base", "hops", "max_verdicts")
+                 "key4", "key6", "rejected_kept", "last", "base", "hops", "max_verdicts", "loop",
+                 "loop_verdict", "unkept")
 
     def __init__(self, settings: ImportPeer) -> None:
         self.settings = settings
@@ -72,10 +79,25 @@ class PeerState:
         self.key4 = (settings.address, 4)
         self.key6 = (settings.address, 6)
         self.rejected_kept = 0
+        self.unkept = [0, 0]  # v4, v6: rejections this session not kept (beyond keep_rejected)
         self.last: tuple[Any, Modifications, Any, Candidate] | None = None
         self.base: tuple[Any, BgpAttrs] | None = None
         self.hops: dict[Any, tuple[NextHop, ...]] = {}
         self.max_verdicts: dict[int, Verdict] = {}
+        self.loop: tuple[Any, bool] | None = None  # (attrs object, its AS_PATH loops)
+        self.loop_verdict: Verdict | None = None  # set by the stage's bind
+
+    def looped(self, attrs: Any) -> bool:
+        """Does the AS_PATH of `attrs` hold our AS more often than allowed? (Cached per attributes
+        object: the prefixes of one UPDATE share it.)"""
+        loop = self.loop
+        if loop is not None and loop[0] is attrs:
+            return loop[1]
+        own = self.settings.own_as
+        path = getattr(attrs, "as_path", ())
+        hit = own is not None and own in path and path.count(own) > self.settings.allow_own_as
+        self.loop = (attrs, hit)
+        return hit
 
     def candidate(self, nexthop: str | None, attrs: Any, mods: Modifications) -> Candidate:
         last = self.last

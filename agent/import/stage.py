@@ -7,7 +7,11 @@ must act on (log a warning, or tear the session down with Cease 6/1).
 
 For each received route (`receive`):
 
-1. The hijack guard (`guard.Guard`), which no policy can bypass.
+1. The hijack guard (`guard.Guard`), which no policy can bypass; then AS_PATH loop detection
+   (RFC 4271 9.1.2, no policy can bypass it either): a route whose AS_PATH holds our AS (the
+   session's local AS) more often than the peer's ``allowOwnAs`` (default 0) is rejected with
+   ``AS_LOOP``. (No confederations and no route reflection in the model: no confederation
+   member ASes or CLUSTER_LIST to check.)
 2. The peer's import policy, bound to the peer once (`agent.policy.BoundPolicy`). Without a
    policy, RFC 8212: an **eBGP** peer's routes are all rejected (reason ``NO_POLICY``, counted);
    an **iBGP** peer's routes are accepted (``IBGP_NO_POLICY``). RFC 8212 is about eBGP sessions
@@ -40,8 +44,10 @@ prefixes are always kept (max-prefix needs to know what is already counted); rej
 agent without bound: beyond it a rejection is counted but `verdict()` answers None.
 
 Counters (plain dicts, monotonic, for the metrics layer): `received[(peer, family)]`,
-`accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`. Current counts per peer and
-family (gauges): `held(peer)`. Changing policies, guard sets or peer settings does not
+`accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`; a re-sent route (route refresh)
+counts again. Current counts per peer and family (what ``show peers`` shows): `held(peer)`
+(accepted now, rejected now) and `not_kept(peer)` (rejections beyond `keep_rejected`: the
+rejected-now count is then a lower bound). Changing policies, guard sets or peer settings does not
 re-evaluate routes already received: the caller re-feeds them (adj-RIB-in or route refresh).
 """
 
@@ -147,6 +153,9 @@ class ImportStage:
         s = peer.settings
         peer.distance = s.distance if s.distance is not None else self._distances[peer.origin.kind]
         peer.bound = None
+        peer.loop = None
+        peer.loop_verdict = shared_verdict(False, f"AS {s.own_as} in AS_PATH, allowOwnAs {s.allow_own_as}",
+                                           Reason.AS_LOOP, policy="as-loop")
         if s.policy is None:
             peer.fixed = (shared_verdict(False, "", Reason.NO_POLICY) if s.ebgp
                           else shared_verdict(True, "", Reason.IBGP_NO_POLICY))
@@ -188,8 +197,11 @@ class ImportStage:
         verdict = self.guard.check(prefix, nexthop, allow_default=s.allow_default,
                                    allow_covering=s.allow_covering)
         if verdict is None:
-            bound = st.bound
-            verdict = st.fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)  # type: ignore[assignment]
+            if st.looped(attrs):
+                verdict = st.loop_verdict
+            else:
+                bound = st.bound
+                verdict = st.fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)  # type: ignore[assignment]
         old = st.verdicts.get(prefix)
         was_accepted = old is not None and old.accepted
         decision = _OK
@@ -218,8 +230,10 @@ class ImportStage:
             st.verdicts[prefix] = verdict
             st.held[base] += 1
             st.rejected_kept += 1
-        elif old is not None:
-            del st.verdicts[prefix]
+        else:
+            st.unkept[1 if v6 else 0] += 1
+            if old is not None:
+                del st.verdicts[prefix]
         return ImportResult(verdict, Update(prefix, st.origin, None) if was_accepted else None, decision)
 
     def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
@@ -269,6 +283,7 @@ class ImportStage:
             st.verdicts = {}
             st.held = [0, 0, 0, 0]
             st.rejected_kept = 0
+            st.unkept = [0, 0]
             st.last = st.base = None
         self.maxprefix.session_down(peer, now)
 
@@ -280,6 +295,8 @@ class ImportStage:
                                    allow_covering=s.allow_covering)
         if verdict is not None:
             return verdict
+        if st.looped(attrs):
+            return st.loop_verdict
         return st.fixed if st.bound is None else st.bound.evaluate(prefix, nexthop, attrs)  # type: ignore[return-value]
 
     # -- explain and counters -------------------------------------------------------------------
@@ -306,6 +323,13 @@ class ImportStage:
             return {4: (0, 0), 6: (0, 0)}
         h = st.held
         return {4: (h[1], h[0]), 6: (h[3], h[2])}
+
+    def not_kept(self, peer: str) -> dict[int, int]:
+        """Rejections of `peer` this session beyond `keep_rejected`, per family: not stored, so a
+        re-sent one cannot be told from a new one; the current rejected count is then a lower
+        bound."""
+        st = self._peers.get(peer)
+        return {4: 0, 6: 0} if st is None else {4: st.unkept[0], 6: st.unkept[1]}
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class Reason(str, enum.Enum):
     DEFAULT_ROUTE = "default_route"
     MARTIAN = "martian"
     MAX_PREFIX = "max_prefix"
+    AS_LOOP = "as_loop"  # our own AS in the AS_PATH (RFC 4271 9.1.2), beyond the peer's allowOwnAs
     INSIDE_CLUSTER_PREFIX = "inside_cluster_prefix"
     NO_NEXT_HOP = "no_next_hop"  # export: next-hop self of the other family than the session's
 
@@ -65,6 +66,7 @@ _DESCRIPTIONS = {
     Reason.INSIDE_CLUSTER_PREFIX: "inside another node's pod CIDR (only the CIDR itself is accepted)",
     Reason.MARTIAN: "martian prefix (loopback, link-local, multicast ...)",
     Reason.MAX_PREFIX: "over the peer's max-prefix limit",
+    Reason.AS_LOOP: "AS_PATH loop: the path holds our own AS (more often than the peer's allowOwnAs)",
     Reason.NO_NEXT_HOP: "the session is of the other address family: 'self' is no next hop for "
                         "this prefix; set nextHop on the Advertisement or setNextHop in the policy",
 }

@@ -85,12 +85,14 @@ def render(
     *,
     user: str | None = None,
     log_level: str = "INFO",
+    held: Mapping[str, str] | None = None,
 ) -> ExabgpConfig:
     """The configuration text and environment for `peers`.
 
     `api_command` is the argv ExaBGP runs as its API helper (an absolute program path first).
     `secrets` maps peer names to MD5 passwords (a peer with md5PasswordFile but no entry is an
-    error). `user` is what ExaBGP "drops" to (default: the current user, i.e. no drop).
+    error). `user` is what ExaBGP "drops" to (default: the current user, i.e. no drop). `held`
+    maps the names of peers held down (max-prefix) to a throw-away MD5 key: see `_held`.
     Raises ValueError for peers ExaBGP cannot hold together (two with the same address) and for a
     passive peer without a local address to listen on.
     """
@@ -113,7 +115,7 @@ def render(
             raise ValueError(f"BgpPeer {name}: peer address {spec.peer_address} is already used by "
                              f"BgpPeer {seen[spec.peer_address]}")
         seen[spec.peer_address] = name
-        lines += _neighbor(peer, secrets, speaker)
+        lines += _neighbor(peer, secrets, speaker, (held or {}).get(name))
     env = {
         "exabgp.daemon.daemonize": "false",
         "exabgp.daemon.drop": "false",
@@ -139,13 +141,34 @@ def render(
     return ExabgpConfig("\n".join(lines) + "\n", env)
 
 
-def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec) -> list[str]:
+def _held(spec, speaker: BgpSpeakerSpec, hold_key: str) -> list[str]:
+    """A peer held down after a max-prefix teardown stays configured (removed, ExaBGP would answer
+    its connections with Cease 6/3 "no session configured", which replaces the 6/1 as the reason
+    the peer shows), but passive, and with an MD5 key the peer does not know: where ExaBGP
+    listens for it, the kernel drops its SYNs unanswered (connection attempts time out); where
+    ExaBGP does not listen (an active peer, no listenAddresses) they are refused, as before."""
+    out = ["    passive true;"]
+    if spec.passive and speaker.listen_addresses is None and spec.local_address is not None:
+        out.append(f"    listen {speaker.listen_port};")
+    return out + [f"    md5-password {hold_key};", "    md5-base64 true;"]
+
+
+def _held_router_id(router_id: str | None) -> str:
+    """Another router id for a held peer: ExaBGP keys a neighbour without ``listen`` by a name
+    holding its router id, so holding and restoring the peer replace ExaBGP's peer object (a
+    changed neighbour of the same key is only applied by a session reset, which a peer that is
+    not connected never has: restored, it would stay passive). A held peer sends no OPEN."""
+    return "0.0.0.2" if router_id == "0.0.0.1" else "0.0.0.1"
+
+
+def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec,
+              hold_key: str | None = None) -> list[str]:
     name, spec = peer.metadata.name, peer.spec
     out = [
         "",
         f"neighbor {spec.peer_address} {{",
         f"    description \"BgpPeer {_token(name, 'peer name')}\";",
-        f"    router-id {spec.router_id};",
+        f"    router-id {spec.router_id if hold_key is None else _held_router_id(spec.router_id)};",
     ]
     if spec.local_address is not None:
         out.append(f"    local-address {spec.local_address};")
@@ -154,7 +177,9 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec
         f"    peer-as {spec.peer_as};",
         f"    hold-time {spec.hold_time};",
     ]
-    if spec.passive:
+    if hold_key is not None:
+        out += _held(spec, speaker, hold_key)
+    elif spec.passive:
         out.append("    passive true;")
         if speaker.listen_addresses is None:
             if spec.local_address is None:
@@ -165,7 +190,9 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec
         out += ["    passive false;", f"    connect {spec.port};"]
     if spec.ebgp_multihop is not None:
         out.append(f"    outgoing-ttl {spec.ebgp_multihop};")
-    if spec.md5_password_file is not None:
+    if hold_key is not None:
+        pass
+    elif spec.md5_password_file is not None:
         if name not in secrets:
             raise ValueError(f"BgpPeer {name}: no MD5 password was read from md5PasswordFile")
         b64 = base64.b64encode(secrets[name].encode("ascii")).decode("ascii")

@@ -33,6 +33,7 @@ sessions of unchanged peers stay up.
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import logging
@@ -40,7 +41,7 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
 from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
@@ -74,6 +75,8 @@ class Speaker:
         max_queued: int = MAX_QUEUED,
     ) -> None:
         self.peers: tuple[BgpPeer, ...] = tuple(peers)
+        self.held: frozenset[str] = frozenset()  # peer names held down (max-prefix)
+        self._hold_key = base64.b64encode(secrets.token_bytes(48)).decode("ascii")  # nobody knows it
         self.settings = settings or BgpSpeakerSpec()
         self.dir = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
@@ -184,11 +187,15 @@ class Speaker:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    async def set_peers(self, peers: Sequence[BgpPeer]) -> None:
+    async def set_peers(self, peers: Sequence[BgpPeer], held: Collection[str] = ()) -> None:
         """Replace the peer list: rewrite the configuration and have ExaBGP reload it (SIGUSR1).
+        `held`: names of peers held down after a max-prefix teardown (configured, never connected
+        to, their connections left unanswered: `exabgp_conf._held`).
         Raises (ValueError, SecretError) before touching anything when the new set is invalid."""
-        text, env = self._render(tuple(peers))
+        held = frozenset(held)
+        text, env = self._render(tuple(peers), held)
         self.peers = tuple(peers)
+        self.held = held
         if self._task is None:
             return  # not started: the first run uses the new peers
         self._rundir.write_conf(text)
@@ -237,16 +244,17 @@ class Speaker:
                 pass
             self.restarts += 1
 
-    def _render(self, peers: tuple[BgpPeer, ...]) -> tuple[str, dict[str, str]]:
+    def _render(self, peers: tuple[BgpPeer, ...], held: frozenset[str]) -> tuple[str, dict[str, str]]:
         relay = [sys.executable, "-S", "-E", RELAY, str(self._sock), self._token or "unstarted"]
-        conf = render(peers, self.settings, relay, read_secrets(peers), log_level=self.exabgp_log_level)
+        conf = render(peers, self.settings, relay, read_secrets(peers), log_level=self.exabgp_log_level,
+                      held={name: self._hold_key for name in held})
         return conf.text, conf.env
 
     async def _run_once(self, generation: int, previous_reason: str) -> str:
         self._token = secrets.token_hex(16)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._expect = (self._token, fut)
-        text, env = self._render(self.peers)
+        text, env = self._render(self.peers, self.held)
         self._rundir.write_conf(text)
         proc = await spawn(self._rundir, self.interpreter, env, self.wrapper)
         self._proc, self.pid = proc, proc.pid
