@@ -18,7 +18,7 @@ import pytest
 
 from testlab import frr as frrlab
 from testlab.frr import Frr, bgp_config, prepend_route_map, static_config
-from testlab.netns import wait_for
+from testlab.netns import sh, wait_for
 from conftest import HEADER, PROTO, agent_config, bgp_peer
 
 pytestmark = pytest.mark.skipif(not frrlab.available(), reason="FRR not installed (scripts/install.sh)")
@@ -269,8 +269,10 @@ def test_frr_files_are_its_own(bgp_lab):
     """Two FRRs side by side, nothing under the system's /etc/frr or /var/run/frr."""
     frr = start_frr(bgp_lab)
     other = Frr(bgp_lab.tor, bgp_lab.tmp / "frr2", bgp_config(65002, "10.0.1.1", {"10.0.1.254": 65000}),
-                hostname="tor2")
+                hostname="tor2", bgp_port=1179)
     bgp_lab.birds["frr2"] = other
+    listening = sh("ss", "-Hltn", ns=bgp_lab.tor).stdout
+    assert ":179 " in listening and ":1179 " in listening, listening
     assert frr.dir != other.dir and "/etc/frr" not in str(frr.dir) and "/var/run/frr" not in str(frr.dir)
     assert frr.show("show bgp summary")["ipv4Unicast"]["as"] == 65001
     assert other.show("show bgp summary")["ipv4Unicast"]["as"] == 65002

@@ -10,7 +10,8 @@ parses a ``... json`` command; `configure(*lines)` applies configuration lines a
 (``configure terminal``). `neighbor(addr)` is ``show bgp neighbors ADDR json`` for one peer,
 `established(addr)`, `route(prefix)` is ``show bgp ipv4|ipv6 unicast PREFIX json`` (None when
 absent). `stop_bgpd(sig)` / `start_bgpd()` restart bgpd alone (zebra and staticd stay). Stop with
-`close()` (SIGTERM, then SIGKILL, for every daemon).
+`close()` (SIGTERM, then SIGKILL, for every daemon). Two in one namespace need distinct
+``bgp_port`` (bgpd's ``-p``).
 
 `bgp_config()` writes ``router bgp`` for the common cases of the tests (neighbors with their
 families, ``network`` statements per family, graceful restart, MD5 password, timers, route-maps
@@ -43,8 +44,9 @@ def available() -> bool:
 
 class Frr:
     def __init__(self, ns: str | None, workdir: str | Path, bgpd_config: str, staticd_config: str = "",
-                 *, hostname: str = "frr") -> None:
+                 *, hostname: str = "frr", bgp_port: int | None = None) -> None:
         self.ns = ns
+        self.bgp_port = bgp_port  # bgpd's listening port (-p), 179 unless given
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         # the daemons drop to user frr (root is not in the vty group frrvty, which FRR insists on):
@@ -82,6 +84,8 @@ class Frr:
         argv = [f"{FRR_DIR}/{daemon}", "-f", str(self.conf(daemon)), "-i", str(self.dir / f"{daemon}.pid"),
                 "-z", str(self.zsock), "--vty_socket", str(self.dir), "-P", "0", "-u", FRR_USER, "-g", FRR_USER,
                 "--log", f"file:{self.log(daemon)}", "--log-level", "debugging" if daemon == "bgpd" else "info"]
+        if daemon == "bgpd" and self.bgp_port is not None:
+            argv += ["-p", str(self.bgp_port)]
         if ns := self.ns:
             argv = ["ip", "netns", "exec", ns, *argv]
         out = self._logs.get(daemon) or open(self.dir / f"{daemon}.out", "ab")
