@@ -154,7 +154,10 @@ def test_route_refresh_both_ways(bgp_lab):
 
 def test_frr_sees_our_prefixes_with_the_exact_attributes_v4_v6_and_a_withdrawal(bgp_lab):
     node = bgp_lab.node
-    frr, _ = start(bgp_lab, peers(), PODS, advert("vip", [VIP]))
+    # allowas-in: FRR would accept its own routes coming back, so "not sent back" is observable
+    frr, _ = start(bgp_lab, peers(), PODS, advert("vip", [VIP]), neighbor_extra={N4: ("allowas-in",)})
+    # the agent learns FRR's 198.51.100.0/24 (192.0.2.0/24 covers our VIP: the guard refuses it)
+    bgp_lab.node.wait_routes(lambda r: V4[1] in r, timeout=30)
     for prefix, nh in ((POD4, N4), (POD6, N6)):
         r = wait_for(lambda: frr.route(prefix), 30, what=f"{prefix} at FRR")
         (path,) = r["paths"]
@@ -165,13 +168,14 @@ def test_frr_sees_our_prefixes_with_the_exact_attributes_v4_v6_and_a_withdrawal(
         assert path["origin"] == "IGP"
         assert path["nexthops"][0]["ip"] == nh
         assert path["peer"]["peerId"] == nh and path["peer"]["type"] == "external"
-        assert path.get("locPrf", 100) == 100  # no LOCAL_PREF over eBGP: FRR's default
+        assert path.get("locPrf", 100) == 100  # FRR default (it ignores LOCAL_PREF from eBGP anyway)
     wait_for(lambda: frr.route(VIP), 10, what="VIP at FRR")
     node.write("objects.yaml", "---\n".join([peers(), PODS]))
     wait_for(lambda: frr.route(VIP) is None, 10, what="VIP withdrawn at FRR")
     assert frr.route(POD4) and frr.route(POD6)
-    # learned routes are not sent back
+    # learned routes are not sent back (FRR's routes from us: only our own prefix)
     assert set(frr.received(N4, 4)) == {POD4}
+    assert "allowas-in" in frr.vtysh("show running-config", daemon="bgpd")
 
 
 def _stale(frr, prefix):
