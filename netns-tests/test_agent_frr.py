@@ -10,7 +10,6 @@ keeps a killed agent's routes as stale for the whole restart time).
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
@@ -19,7 +18,7 @@ import pytest
 from testlab import frr as frrlab
 from testlab.frr import Frr, bgp_config, prepend_route_map, static_config
 from testlab.netns import sh, wait_for
-from conftest import HEADER, PROTO, agent_config, bgp_peer
+from conftest import HEADER, agent_config, bgp_peer
 
 pytestmark = pytest.mark.skipif(not frrlab.available(), reason="FRR not installed (scripts/install.sh)")
 

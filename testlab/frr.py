@@ -1,11 +1,13 @@
 """An FRR peer (Debian ``frr`` 8.4: zebra, staticd, bgpd) for tests: own directory, in a namespace.
 
 DOC: `Frr(ns, workdir, bgpd_config, staticd_config)` runs ``zebra``, ``staticd`` and ``bgpd``
-inside network namespace `ns` (``ip netns exec``), each with explicit paths under `workdir`: its
-config file (``-f``), pid file (``-i``), the zebra API socket (``-z``), the vty sockets
-(``--vty_socket``), a log file (``--log file:``), TCP vty off (``-P 0``), running as root (``-u
-root -g root``). Nothing uses the system's /etc/frr or /var/run/frr, so several instances run side
-by side. `vtysh(*commands)` runs ``vtysh --vty_socket DIR --config_dir DIR -c ...``; `show(cmd)`
+inside network namespace `ns` (``ip netns exec``), each with explicit paths in a directory of its
+own: its config file (``-f``), pid file (``-i``), the zebra API socket (``-z``), the vty sockets
+(``--vty_socket``), a log file (``--log file:``), TCP vty off (``-P 0``), as user ``frr`` (``-u frr
+-g frr``: FRR refuses a user outside its vty group ``frrvty``, which root is not in). That
+directory is created under /tmp (user ``frr`` cannot reach pytest's tmp directories), and
+`close()` copies its configs and logs to `workdir` and removes it. Nothing uses the system's
+/etc/frr or /var/run/frr, so several instances run side by side. `vtysh(*commands)` runs ``vtysh --vty_socket DIR --config_dir DIR -c ...``; `show(cmd)`
 parses a ``... json`` command; `configure(*lines)` applies configuration lines at run time
 (``configure terminal``). `neighbor(addr)` is ``show bgp neighbors ADDR json`` for one peer,
 `established(addr)`, `route(prefix)` is ``show bgp ipv4|ipv6 unicast PREFIX json`` (None when
