@@ -273,6 +273,12 @@ def bgp_config(
     return "\n".join(lines) + "\n"
 
 
-def prepend_route_map(name: str, *asns: int) -> str:
-    """A route-map that prepends `asns` to every route (``set as-path prepend``)."""
-    return f"route-map {name} permit 10\n set as-path prepend {' '.join(map(str, asns))}\nexit\n"
+def prepend_route_map(name: str, *asns: int, unless: tuple[str, ...] = ()) -> str:
+    """A route-map that prepends `asns` (``set as-path prepend``) to every route but those of
+    `unless` (exact prefixes, passed unchanged)."""
+    out = []
+    if unless:
+        out += [f"ip prefix-list {name}-PLAIN seq {5 * (i + 1)} permit {p}" for i, p in enumerate(unless)]
+        out += [f"route-map {name} permit 5", f" match ip address prefix-list {name}-PLAIN", "exit"]
+    out += [f"route-map {name} permit 10", f" set as-path prepend {' '.join(map(str, asns))}", "exit"]
+    return "\n".join(out) + "\n"
