@@ -5,9 +5,9 @@ a real BIRD 2 peer in network namespaces, under kills, storms, flaps and bad con
 Not run by CI. Needs root (namespaces), BIRD 2 (/usr/sbin/bird, birdc) and the project's venv.
 Run from the checkout:
 
-    sudo PYTHONPATH=. .venv/bin/python bench/chaos.py                       # defaults: ~10 minutes
-    sudo PYTHONPATH=. .venv/bin/python bench/chaos.py --only kill-agent,bad-configs
-    sudo PYTHONPATH=. .venv/bin/python bench/chaos.py --full                # the sizes: ~45-60 min
+    PYTHONPATH=. .venv/bin/python bench/chaos.py                       # defaults: ~10 minutes
+    PYTHONPATH=. .venv/bin/python bench/chaos.py --only kill-agent,bad-configs
+    PYTHONPATH=. .venv/bin/python bench/chaos.py --full                # the sizes: ~45-60 min
 
 It prints human-readable progress and, as its LAST line, one JSON object of figures (one key per
 scenario that ran; a scenario that failed has "error"). Exit status 0 when every scenario ran

@@ -78,6 +78,27 @@ def test_events_are_about_the_node_and_rate_limited(api, tmp_path):
     assert [c for c in api.calls if not rbac.allowed(*c)] == []
 
 
+def test_event_writes_waiting_for_a_hung_api_server_are_bounded(api, tmp_path, monkeypatch):
+    """Events queue in the writer thread while the API server does not answer: at the bound the
+    next ones are dropped and counted, not queued without end (issue 12 item 7)."""
+    import threading
+
+    ks = source.KubeSource("node-a", lambda batch: None, kubeconfig=api.kubeconfig(tmp_path / "kc"))
+    release = threading.Event()
+    monkeypatch.setattr(ks.core, "create_namespaced_event", lambda *a, **k: release.wait(10))
+    try:
+        for i in range(source.MAX_PENDING_EVENTS + 50):
+            ks.event("BgpSessionDown", f"BGP session with 10.0.0.{i} down", warning=True)
+        assert ks.events_dropped == 50
+        release.set()
+        wait_for(lambda: ks._events_pending == 0, 10, what="pending Event writes done")
+        ks.event("BgpSessionUp", "BGP session with 10.0.0.1 up")  # room again
+        assert ks.events_dropped == 50
+    finally:
+        release.set()
+        ks.stop()
+
+
 async def test_agent_without_kubernetes_credentials_fails_clearly(tmp_path, monkeypatch):
     from agent.config.loader import ConfigError
     from agent.daemon.agent import Agent

@@ -67,6 +67,8 @@ def _k8s_metrics(k: K8sCounts):
                               "RouteAgentNodeState.", value=k.status_writes)
     yield CounterMetricFamily("route_agent_k8s_write_errors", "Failed status or Event writes.",
                               value=k.write_errors)
+    yield CounterMetricFamily("route_agent_k8s_events_dropped", "Kubernetes Events not written "
+                              "because 100 were already waiting for the API server.", value=k.events_dropped)
     yield GaugeMetricFamily("route_agent_config_rejected_objects",
                             "Configuration objects rejected (their last good version runs).",
                             value=k.rejected_objects)

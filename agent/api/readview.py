@@ -59,6 +59,7 @@ class K8sCounts:
     status_writes: int
     write_errors: int
     rejected_objects: int
+    events_dropped: int = 0
 
 
 class ReadView(Protocol):

@@ -119,4 +119,5 @@ class AgentView:
                                              getattr(r, "restarts", 0), getattr(r, "events", 0))
                              for r in kube.reflectors),
             status_writes=kube.status_writes, write_errors=kube.write_errors,
+            events_dropped=getattr(kube, "events_dropped", 0),
             rejected_objects=len(self.kube.cluster.problems))

@@ -51,6 +51,7 @@ log = logging.getLogger("route_agent.k8s")
 
 STATUS_SECONDS = 10.0
 EVENT_REPEAT = 60.0
+MAX_PENDING_EVENTS = 100  # Event writes waiting for a slow or hung API server; more are dropped
 EVENT_NAMESPACE = "default"
 
 
@@ -97,6 +98,8 @@ class KubeSource:
         self._events_sent: dict[tuple[str, str], float] = {}
         self.status_writes = 0
         self.write_errors = 0
+        self._events_pending = 0
+        self.events_dropped = 0  # Events not written because MAX_PENDING_EVENTS were waiting
 
     def start(self) -> None:
         for r in self.reflectors:
@@ -157,9 +160,23 @@ class KubeSource:
         self._events_sent[key] = now
         if len(self._events_sent) > 1000:
             self._events_sent = {k: t for k, t in self._events_sent.items() if now - t < EVENT_REPEAT}
+        with self._lock:
+            if self._events_pending >= MAX_PENDING_EVENTS:
+                # the API server is slow or hung: Events are informational, routing must not
+                # queue them without bound (the status object carries the current state)
+                self.events_dropped += 1
+                return
+            self._events_pending += 1
         self._writer.submit(self._write_event, reason, message, warning)
 
     def _write_event(self, reason: str, message: str, warning: bool) -> None:
+        try:
+            self._create_event(reason, message, warning)
+        finally:
+            with self._lock:
+                self._events_pending -= 1
+
+    def _create_event(self, reason: str, message: str, warning: bool) -> None:
         stamp = datetime.datetime.now(datetime.timezone.utc)
         body = kclient.CoreV1Event(
             metadata=kclient.V1ObjectMeta(generate_name=f"{self.node_name}.route-agent.",
