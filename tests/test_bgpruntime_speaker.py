@@ -109,8 +109,7 @@ async def test_max_prefix_teardown_under_graceful_restart_withdraws_both_familie
             "198.51.100.0/32", "198.51.100.1/32", "2001:db8:1::/48"]
         assert out.timers == [] and rt.source.sessions[PEER].stale == set()
     finally:
-        for task in list(rt._tasks):
-            task.cancel()
+        rt._spawner.cancel()
 
 
 RESTART = tor1_config(peer_as=65000, families="[ipv4-unicast]", extra=(
@@ -153,8 +152,7 @@ async def test_max_prefix_hold_down_ends_at_restart_seconds_after_the_session_do
         assert rt.stage.maxprefix.may_connect(PEER, time.monotonic())
         assert rt.peer_views(lambda a: {})[0]["families"]["ipv4-unicast"]["maxPrefix"]["state"] == "ok"
     finally:
-        for task in list(rt._tasks):
-            task.cancel()
+        rt._spawner.cancel()
 
 
 async def test_a_new_hold_down_replaces_the_restore_timer(tmp_path):
@@ -174,8 +172,7 @@ async def test_a_new_hold_down_replaces_the_restore_timer(tmp_path):
         await asyncio.sleep(1.2)
         assert PEER not in rt.held_down and not rt._restores
     finally:
-        for task in list(rt._tasks):
-            task.cancel()
+        rt._spawner.cancel()
 
 
 async def test_a_configuration_change_releases_a_held_peer_from_exabgp(tmp_path):
@@ -201,5 +198,4 @@ async def test_a_configuration_change_releases_a_held_peer_from_exabgp(tmp_path)
         await asyncio.sleep(0.05)
         assert calls[-1] == [] and not rt.held_down and rt.stage.maxprefix.may_connect(PEER, time.monotonic())
     finally:
-        for task in list(rt._tasks):
-            task.cancel()
+        rt._spawner.cancel()

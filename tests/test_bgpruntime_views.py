@@ -71,5 +71,4 @@ def test_show_peers_counts_are_current_a_route_refresh_does_not_count_twice(tmp_
     rt.handle(PeerState(peer, PeerStatus.DOWN, "gone"), 3)
     fam = rt.peer_views(lambda addr: {})[0]["families"]["ipv4-unicast"]
     assert (fam["received"], fam["accepted"], fam["rejected"], fam["installed"]) == (0, 0, 0, 0)
-    for task in list(rt._tasks):
-        task.cancel()
+    rt._spawner.cancel()

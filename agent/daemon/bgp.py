@@ -54,6 +54,7 @@ from ..core.bgp import (
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
 from .bgp_views import BgpViews
+from .supervise import Spawner
 from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
@@ -110,7 +111,7 @@ class BgpRuntime(BgpViews):
         self._restarts_seen = 0  # SpeakerRestarted.restarts of the last one handled
         self._replanning = False  # a re-plan waits for the speaker's queue to drain
         self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
-        self._tasks: set[asyncio.Task] = set()
+        self._spawner = Spawner()  # one-shot tasks: peer updates, the event pump, hold-down timers
         self._restores: dict[str, asyncio.Task] = {}  # peer -> its max-prefix restore timer
         self.refresh_exports()  # desired state ready before any session comes up
 
@@ -273,19 +274,10 @@ class BgpRuntime(BgpViews):
 
     async def stop(self) -> None:
         await self.speaker.stop()
-        for t in list(self._tasks):
-            t.cancel()
+        self._spawner.cancel()
 
     def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("bgp task failed: %r", task.exception())
+        return self._spawner(coro, name=f"bgp-{coro.__qualname__}")
 
     def handle(self, ev, now: float) -> BgpOutput:
         if isinstance(ev, Open) and ev.peer in self.peers:
