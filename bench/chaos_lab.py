@@ -43,6 +43,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from testlab import benchlab  # noqa: E402
 from testlab.bird import Bird, bgp_protocol  # noqa: E402
 from testlab.fibwatch import iter_messages, route_dst  # noqa: E402
 from testlab.monitor import Monitor as RouteMonitor  # noqa: E402
@@ -309,28 +310,8 @@ class Churn(threading.Thread):
 # the lab
 
 def agent_yaml(*, full_scan: int = 60, stale: int = 60, extra_docs: str = "") -> str:
-    return f"""apiVersion: routeagent.io/v1alpha1
-kind: AgentConfig
-metadata:
-  name: node
-spec:
-  fib:
-    fullScanSeconds: {full_scan}
-    staleSeconds: {stale}
----
-apiVersion: routeagent.io/v1alpha1
-kind: BgpPeer
-metadata:
-  name: tor
-spec:
-  peerAddress: "{TOR_ADDR}"
-  peerAS: {TOR_AS}
-  localAS: {NODE_AS}
-  routerId: {NODE_ADDR}
-  localAddress: "{NODE_ADDR}"
-  holdTime: {HOLD_TIME}
-  importPolicy: acceptAll
-{extra_docs}"""
+    return benchlab.agent_yaml(fib={"fullScanSeconds": full_scan, "staleSeconds": stale},
+                               hold_time=HOLD_TIME, extra_docs=extra_docs)
 
 
 class ChaosLab:

@@ -120,15 +120,18 @@ def node_bird_config(routes=None) -> str:
 # ------------------------------------------------------------------------------------------------
 # the agent and ExaBGP as processes
 
-def agent_yaml(export: bool = False) -> str:
+def agent_yaml(export: bool = False, *, fib: dict | None = None, hold_time: int = HOLD_TIME,
+               extra_docs: str = "") -> str:
     """The agent's configuration in the lab: one eBGP peer (the BIRD in `peer`), acceptAll in
-    (and out, with `export`)."""
+    (and out, with `export`); `fib` settings of the AgentConfig (e.g. fullScanSeconds) and more
+    YAML documents after the peer if given."""
     exp = "  exportPolicy: acceptAll\n" if export else ""
+    spec = "".join(["\n  fib:", *(f"\n    {k}: {v}" for k, v in fib.items())]) if fib else " {}"
     return f"""apiVersion: routeagent.io/v1alpha1
 kind: AgentConfig
 metadata:
   name: node
-spec: {{}}
+spec:{spec}
 ---
 apiVersion: routeagent.io/v1alpha1
 kind: BgpPeer
@@ -140,9 +143,9 @@ spec:
   localAS: {NODE_AS}
   routerId: {NODE_ADDR}
   localAddress: "{NODE_ADDR}"
-  holdTime: {HOLD_TIME}
+  holdTime: {hold_time}
   importPolicy: acceptAll
-{exp}"""
+{exp}{extra_docs}"""
 
 
 def write_agent_yaml(confdir: str, text: str) -> None:

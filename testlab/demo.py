@@ -43,7 +43,7 @@ def run_demo() -> int:
             print(f"# namespace {ns}: ip route show proto route-agent")
             print(ip(ns, "route", "show", "proto", "route-agent", check=False)
                   or ip(ns, "route", "show", "proto", "201"), end="")
-            print(f"# ip -6 route show proto route-agent")
+            print("# ip -6 route show proto route-agent")
             print(ip(ns, "-6", "route", "show", "proto", "route-agent", check=False)
                   or ip(ns, "-6", "route", "show", "proto", "201"), end="")
             print("# route-agent explain 10.98.2.0/24")

@@ -26,6 +26,7 @@ from .model import (
     BestReason,
     Candidate,
     KernelRoute,
+    NextHop,
     Origin,
     Prefix,
     RouteType,

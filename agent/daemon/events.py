@@ -8,8 +8,8 @@ what the event is:
 * kernel deltas (``kernel``, ``main-table``: batches read from the route monitor) are not queued;
   instead one full resync (``scan``, reason ``queue-full``) is queued, once until it has been
   taken. A full scan re-reads the kernel, so the dropped deltas are recovered, coalesced;
-* derived and periodic work that is idempotent (``scan``, ``status``, ``retry``) is not queued
-  twice: one waiting event of that kind does the same;
+* derived and periodic work that is idempotent (``status``, ``retry``) is not queued twice:
+  one waiting event of that kind does the same;
 * everything else is never dropped: configuration, BGP session and UPDATE events, End-of-RIB
   timers, Kubernetes batches, FIB write completions and the gate timer are queued beyond the bound.
   Their producers are bounded by other means (one config per reload, one completion per batch in
@@ -36,7 +36,7 @@ log = logging.getLogger("route_agent")
 
 MAX_EVENTS = 10_000
 DELTAS = frozenset({"kernel", "main-table"})
-IDEMPOTENT = frozenset({"scan", "status", "retry"})
+IDEMPOTENT = frozenset({"status", "retry"})  # (a full scan is never queued twice, bound or not)
 RESYNC = ("scan", "queue-full")
 
 
