@@ -124,7 +124,7 @@ def exabgp_alone_helper(workdir: str, n: int) -> list[str]:
     """The helper's argv, with the command lines the agent would send (one command per prefix,
     as most ExaBGP users send them, then End-of-RIB) prepared in a file."""
     from agent.core.bgp import AnnounceEor, AnnounceRoute, Family
-    from agent.speaker.codec import encode
+    from agent.speaker.encoder import encode
 
     os.makedirs(workdir, exist_ok=True)
     commands = os.path.join(workdir, "commands.txt")

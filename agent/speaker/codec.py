@@ -39,8 +39,7 @@ them the right way round.
 Attribute sets are shared: all prefixes of one UPDATE point at one `PathAttrs`, and equal sets of
 successive UPDATEs are the same object (a bounded cache in the `Decoder`).
 
-The other direction, typed commands to ExaBGP's text, is `agent.speaker.encoder` (`encode` is
-re-exported here for the callers that use both).
+The other direction, typed commands to ExaBGP's text, is `agent.speaker.encoder`.
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ import sys
 from typing import Any
 
 from ..core.model import BgpOrigin, Prefix
-from .encoder import encode  # noqa: F401  (re-exported)
 from ..core.bgp import (
     Ack,
     Announced,
