@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import (
@@ -128,7 +128,7 @@ class PeerState:
         if isinstance(attrs, BgpAttrs):
             bgp = attrs
             if s.ebgp and bgp.local_pref != 100:
-                bgp = replace(bgp, local_pref=100)
+                bgp = bgp._replace(local_pref=100)
         else:
             local_pref = getattr(attrs, "local_pref", None)
             med = getattr(attrs, "med", None)

@@ -9,7 +9,7 @@ shared objects (`shared_verdict`), so a stage may keep one per route at the cost
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import BgpAttrs
@@ -122,7 +122,7 @@ class Modifications:
             merged = _merge(attrs.large_communities, self.add_large_communities)
             if merged != attrs.large_communities:
                 changes["large_communities"] = merged
-        return replace(attrs, **changes) if changes else attrs
+        return attrs._replace(**changes) if changes else attrs
 
     @property
     def changes_attrs(self) -> bool:
