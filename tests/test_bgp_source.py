@@ -37,6 +37,22 @@ class FakeStage:
         cand = Candidate(self.origin(peer), 20, nexthops(NextHop(nexthop)))
         return (None, Update(prefix, self.origin(peer), cand), "ok")  # (verdict, update, max-prefix)
 
+    def receive_batch(self, peer, prefixes, nexthop, attrs, out, stale=None):
+        """As `ImportStage.receive_batch`: stale prefixes re-announced leave `stale`, and go when now rejected."""
+        decision = "ok"
+        for prefix in prefixes:
+            was_stale = bool(stale) and prefix in stale
+            if was_stale:
+                stale.discard(prefix)
+            _verdict, update, d = self.receive(peer, prefix, nexthop, attrs)
+            if update is None and was_stale:
+                update = Update(prefix, self.origin(peer), None)
+            if update is not None:
+                out.append(update)
+            if d != "ok" and (decision == "ok" or d == "teardown"):
+                decision = d
+        return decision, None
+
     def withdraw(self, peer, prefix):
         if prefix in self.accepted.get(peer, set()):
             self.accepted[peer].discard(prefix)

@@ -25,7 +25,7 @@ import ipaddress
 import socket
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 _V6_FLAG = 1 << 136
@@ -190,6 +190,13 @@ class Origin:
 
     kind: SourceKind
     name: str
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.name)))
+
+    def __hash__(self) -> int:  # cached: the RIB counts routes per origin, one hash per route
+        return self._hash
 
     def __str__(self) -> str:
         return f"{self.kind.value}/{self.name}"

@@ -139,16 +139,16 @@ class BgpSource:
             s.stale.discard(prefix)
             if u is not None:
                 out.updates.append(u)
-        for prefix, next_hop, attrs, _link_local in ev.announced:
-            was_stale = False
-            if s.stale and prefix in s.stale:
-                s.stale.discard(prefix)
-                was_stale = True
-            _verdict, update, decision = stage.receive(ev.peer, prefix, next_hop, attrs)
-            if update is not None:
-                out.updates.append(update)
-            elif was_stale:  # re-announced but now rejected: the stale route must go
-                out.updates.append(Update(prefix, stage.origin(ev.peer), None))
+        announced = ev.announced
+        i, n = 0, len(announced)
+        while i < n:  # runs sharing one next hop and attribute set (a whole UPDATE, usually)
+            _prefix, next_hop, attrs, _link_local = announced[i]
+            j = i + 1
+            while j < n and announced[j][2] is attrs and announced[j][1] == next_hop:
+                j += 1
+            decision, _verdict = stage.receive_batch(ev.peer, [a[0] for a in announced[i:j]], next_hop,
+                                                     attrs, out.updates, s.stale)
+            i = j
             if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
                 if decision == "teardown":
                     s.ended = True
