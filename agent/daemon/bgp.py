@@ -267,8 +267,8 @@ class BgpRuntime(BgpViews):
         await self.speaker.start()
 
         async def pump() -> None:
-            async for ev in self.speaker.events():
-                put(ev)
+            async for batch in self.speaker.batches():
+                put(batch)
 
         self._spawn(pump())
 

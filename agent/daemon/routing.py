@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from ..config import resolve as cfgmod
-from ..core.bgp import PeerState, PeerStatus
+from ..core.bgp import PeerState, PeerStatus, RouteUpdate
 from ..core.gate import SyncGate
 from ..core.rib import Rib
 from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
@@ -223,8 +223,28 @@ class Routing:
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
 
     # ---------------------------------------------------------------- BGP
-    def handle_bgp(self, ev) -> None:
-        self._bgp_output(self.bgp.handle(ev, time.monotonic()))
+    def handle_bgp(self, events) -> None:
+        """Speaker events, in order (a tuple: what the speaker had waiting). The RIB updates of
+        consecutive UPDATEs are applied as one change; anything else is handled on its own,
+        after the updates before it."""
+        if not isinstance(events, tuple):
+            events = (events,)
+        pending: list = []
+        now = time.monotonic()
+        for ev in events:
+            out = self.bgp.handle(ev, now)
+            if ev.__class__ is RouteUpdate and not (out.logs or out.timers or out.synced):
+                pending += out.updates
+                continue
+            if pending:
+                self._apply_rib(self.rib.apply(pending))
+                pending = []
+            self._one_bgp(ev, out)
+        if pending:
+            self._apply_rib(self.rib.apply(pending))
+
+    def _one_bgp(self, ev, out) -> None:
+        self._bgp_output(out)
         if isinstance(ev, PeerState) and ev.state in (PeerStatus.UP, PeerStatus.DOWN):
             up = ev.state is PeerStatus.UP
             self.notice("BgpSessionUp" if up else "BgpSessionDown",

@@ -55,6 +55,14 @@ log = logging.getLogger("agent.speaker")
 RELAY = str(Path(__file__).resolve().with_name("relay.py"))
 
 
+BATCH_EVENTS = 256  # events handed to the agent at once (see `Speaker.batches`)
+BATCH_ROUTES = 4096  # ... and about this many prefixes: the core loop's pass budget stays meaningful
+
+
+def _routes(event: Event) -> int:
+    return len(getattr(event, "announced", ())) + len(getattr(event, "withdrawn", ())) or 1
+
+
 class Speaker:
     """One supervised ExaBGP for `peers`. Use ``async with Speaker(...) as sp`` or
     ``await sp.start()`` / ``await sp.stop()``; read `events()`; write with `send()`."""
@@ -153,6 +161,27 @@ class Speaker:
             if event is None:
                 return
             yield event
+
+    async def batches(self, max_events: int = BATCH_EVENTS, max_routes: int = BATCH_ROUTES
+                      ) -> AsyncIterator[tuple[Event, ...]]:
+        """Every event, in order, in tuples of what is already waiting (at least one; at most
+        `max_events` events or about `max_routes` prefixes), until the speaker is stopped: the
+        agent handles a burst of UPDATEs as one RIB change instead of one per UPDATE."""
+        queue = self.queue
+        while True:
+            event = await queue.get()
+            if event is None:
+                return
+            batch = [event]
+            routes = _routes(event)
+            while routes < max_routes and len(batch) < max_events and not queue.empty():
+                event = queue.get_nowait()
+                if event is None:
+                    yield tuple(batch)
+                    return
+                batch.append(event)
+                routes += _routes(event)
+            yield tuple(batch)
 
     async def wait_running(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self._connected.wait(), timeout)
