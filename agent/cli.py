@@ -43,7 +43,8 @@ def cmd_run(args) -> int:
                   file=sys.stderr)
             return 2
         agent = Agent(args.config, flush_on_exit=args.flush_on_exit, api_port=args.api_port,
-                      api_address=args.api_address, state_dir=args.state_dir,
+                      api_address=args.api_address, metrics_port=args.metrics_port,
+                      metrics_address=args.metrics_address, state_dir=args.state_dir,
                       kubernetes=args.kubernetes, kubeconfig=args.kubeconfig, node_name=args.node_name)
     except ConfigError as exc:
         print(format_problems(exc.problems), file=sys.stderr)
@@ -210,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--flush-on-exit", action="store_true", help="delete our routes on SIGTERM")
     r.add_argument("--api-port", type=int, help="override spec.api.port")
     r.add_argument("--api-address", help="override spec.api.address")
+    r.add_argument("--metrics-address", help="override spec.api.metricsAddress: also serve /metrics, "
+                   "/healthz and /readyz (nothing else) on this address")
+    r.add_argument("--metrics-port", type=int, help="override spec.api.metricsPort (default 9181)")
     r.add_argument("--state-dir", help="runtime files (ExaBGP config, sockets); one per agent "
                    "(default $ROUTE_AGENT_STATE_DIR or /run/route-agent)")
     r.set_defaults(fn=cmd_run)

@@ -146,3 +146,27 @@ async def test_cli_show_rib_follows_the_cursor(monkeypatch, capsys):
         assert len(json.loads(capsys.readouterr().out)) == len(PREFIXES)
     finally:
         server.close()
+
+
+async def test_the_metrics_listener_serves_metrics_and_probes_only():
+    """Issue 16 item 9: /metrics and the probes on an address that can be exposed; the JSON API
+    (the CLI's views of the RIB, FIB, peers) never on it."""
+    view, metrics = FakeView(PREFIXES), Metrics()
+    api = await srv.serve(view, metrics, "127.0.0.1", 0)
+    public = await srv.serve_metrics(view, metrics, "127.0.0.1", 0)
+    api_port, port = (s.sockets[0].getsockname()[1] for s in (api, public))
+    try:
+        assert port != api_port
+        status, body = await get(port, "/metrics")
+        assert status == 200 and b"route_agent_" in body
+        assert (await get(port, "/healthz")) == (200, b"ok\n")
+        assert (await get(port, "/readyz")) == (200, b"ready\n")
+        for path in ("/api/rib", "/api/fib", "/api/peers", "/api/adverts", "/api/explain?prefix=10.0.0.0/24",
+                     "/api/rib?limit=1", "/", "/metrics/../api/rib"):
+            assert (await get(port, path)) == (404, b"not found\n"), path
+        assert view.calls == 0  # no view was asked for a row
+        status, body = await get(api_port, "/api/rib?limit=1")  # still on the local API
+        assert status == 200 and json.loads(body)["routes"]
+    finally:
+        api.close()
+        public.close()

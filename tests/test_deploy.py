@@ -9,7 +9,10 @@ the CRDs elsewhere. The Containerfile cannot be built here (no base image); it i
 from __future__ import annotations
 
 import copy
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -32,7 +35,8 @@ def _docs(path: Path) -> list[dict]:
 
 
 def _manifests() -> list[tuple[str, int, dict]]:
-    files = sorted(DEPLOY.glob("*.yaml")) + sorted((DEPLOY / "crds").glob("*.yaml"))
+    files = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+    files += sorted((DEPLOY / "crds").glob("*.yaml"))
     return [(str(p.relative_to(ROOT)), i, d) for p in files for i, d in enumerate(_docs(p))]
 
 
@@ -119,9 +123,12 @@ def test_daemonset_pod(ds):
 def test_daemonset_container(container):
     assert container["image"] == "ghcr.io/route-agent/route-agent:0.1.0"
     assert container["imagePullPolicy"] == "IfNotPresent"
-    assert container["args"] == ["run", "--kubernetes", "--state-dir", "/run/route-agent"]
+    assert container["args"] == ["run", "--kubernetes", "--state-dir", "/run/route-agent",
+                                 "--metrics-address", "$(HOST_IP)", "--metrics-port", "9181"]
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["HOST_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9181, "protocol": "TCP"}]
     assert container["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"},
                                       "limits": {"memory": "512Mi"}}
 
@@ -132,7 +139,12 @@ def test_daemonset_security_context(container):
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"]["drop"] == ["ALL"]
-    assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "NET_BIND_SERVICE", "NET_RAW"]
+    # no NET_RAW: netlink and TCP (MD5, TTL, GTSM socket options) need none (daemonset.yaml)
+    assert sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "NET_BIND_SERVICE"]
+
+
+def test_daemonset_runs_on_linux_nodes_only(ds):
+    assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
 
 
 def test_daemonset_state_dir_survives_restarts(ds, container):
@@ -145,11 +157,30 @@ def test_daemonset_state_dir_survives_restarts(ds, container):
 
 
 def test_daemonset_probes(container):
-    # the API listens on 127.0.0.1; the kubelet probes from the host network namespace
+    # probes go to the metrics listener on the node's address (the pod IP with hostNetwork): no
+    # probe host (forbidden by Pod Security baseline from 1.34); /api/* stays on 127.0.0.1
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = container[probe]["httpGet"]
-        assert (get["host"], get["path"], get["port"]) == ("127.0.0.1", path, 9180)
+        assert "host" not in get
+        assert (get["path"], get["port"]) == (path, "metrics")
     assert "--api-address" not in container["args"]
+
+
+def test_metrics_service_is_headless_and_selects_the_agents(ds, container):
+    svc = _one("deploy/metrics-service.yaml", "Service")
+    assert svc["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    assert svc["spec"]["clusterIP"] == "None"
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    (port,) = svc["spec"]["ports"]
+    assert port["targetPort"] == "metrics" == container["ports"][0]["name"]
+    assert port["port"] == container["ports"][0]["containerPort"]
+    # the optional ServiceMonitor selects this Service and its port by name
+    (mon,) = _docs(DEPLOY / "monitoring" / "servicemonitor.yaml")
+    assert mon["kind"] == "ServiceMonitor" and mon["apiVersion"] == "monitoring.coreos.com/v1"
+    assert mon["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert mon["spec"]["namespaceSelector"] == {"matchNames": [svc["metadata"]["namespace"]]}
+    assert [e["port"] for e in mon["spec"]["endpoints"]] == [port["name"]]
 
 
 def test_daemonset_service_account_matches_rbac(ds):
@@ -307,3 +338,80 @@ def test_manifest_validator_is_pinned_in_the_test_extra():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert f"kubernetes-validate=={kubernetes_validate.version.__version__}" in \
         pyproject["project"]["optional-dependencies"]["test"]
+
+
+# --- the bundle: `kubectl apply -k deploy/` ----------------------------------------------------------
+
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+def _kustomize(path: Path) -> list[dict]:
+    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "KUBECONFIG": os.devnull})
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def bundle() -> list[dict]:
+    return _kustomize(DEPLOY)
+
+
+@needs_kubectl
+def test_kustomization_renders_every_manifest_but_the_sample(bundle):
+    def key(d):
+        return (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+
+    files = {key(d): d for _, _, d in BUILTIN}
+    rendered = {key(d): d for d in bundle}
+    assert len(rendered) == len(bundle)  # no duplicates
+    assert rendered.keys() == files.keys()  # everything in deploy/*.yaml and crds/, no sample
+    assert sum(d["kind"] == "CustomResourceDefinition" for d in bundle) == len(
+        list((DEPLOY / "crds").glob("*.yaml")))
+    # the image is the only thing kustomize changes, and it changes nothing by default
+    assert rendered == files
+
+
+@needs_kubectl
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kustomization_output_validates(bundle, version):
+    for doc in bundle:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+@needs_kubectl
+def test_image_can_be_pinned_by_digest(tmp_path):
+    digest = "sha256:" + "0123456789abcdef" * 4
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(DEPLOY, tmp_path)],
+        "images": [{"name": "ghcr.io/route-agent/route-agent", "digest": digest}]}))
+    (ds,) = [d for d in _kustomize(tmp_path) if d["kind"] == "DaemonSet"]
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == f"ghcr.io/route-agent/route-agent@{digest}"
+
+
+def test_kustomization_pins_the_image_tag():
+    kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert kust["images"] == [{"name": "ghcr.io/route-agent/route-agent", "newTag": "0.1.0"}]
+    listed = set(kust["resources"])
+    on_disk = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml", "sample-config.yaml"}
+    on_disk |= {f"crds/{p.name}" for p in (DEPLOY / "crds").glob("*.yaml")}
+    assert listed == on_disk
+
+
+# --- the admission policy: one node's agent writes only its own state ----------------------------
+
+def test_admission_policy_matches_the_agents_service_account():
+    vap = _one("deploy/admission-policy.yaml", "ValidatingAdmissionPolicy")
+    binding = _one("deploy/admission-policy.yaml", "ValidatingAdmissionPolicyBinding")
+    sa = _one("deploy/rbac.yaml", "ServiceAccount")
+    assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    (cond,) = vap["spec"]["matchConditions"]
+    user = f"system:serviceaccount:{sa['metadata']['namespace']}:{sa['metadata']['name']}"
+    assert f"'{user}'" in cond["expression"]
+    (rule,) = vap["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [CR_GROUP]
+    assert set(rule["resources"]) == {"routeagentnodestates", "routeagentnodestates/status"}
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}

@@ -4,7 +4,9 @@ DOC: a deliberately small HTTP/1.1 server on the agent's own event loop (asyncio
 one request per connection), so every handler reads the routing state between two steps of the
 core task and needs no locks. It sees the agent only through a `ReadView`. It listens on 127.0.0.1
 by default; the JSON views are for the local CLI (`route-agent show ...`, `route-agent explain
-...`), not a public API.
+...`), not a public API. `serve_metrics` starts a second listener (``spec.api.metricsAddress``,
+``--metrics-address``) that answers only `PUBLIC_PATHS` (/metrics, /healthz, /readyz) and 404 to
+everything else, so metrics and probes can be reached from other hosts while /api/* stays local.
 
 Bounded work per request: `/api/rib` is paginated (``?limit=N&after=PREFIX``, default 1000 rows,
 at most 10,000; the answer is ``{"routes": [...], "next": PREFIX-or-null}``, ordered by prefix,
@@ -37,6 +39,7 @@ RIB_PAGE_MAX = 10_000
 SCAN_CHUNK = 20_000  # prefixes looked at per step of the loop while picking a page
 MAX_LINE = 64 * 1024  # the StreamReader's limit: a longer line is refused
 MAX_HEADERS = 100
+PUBLIC_PATHS = frozenset({"/metrics", "/healthz", "/readyz"})  # what the metrics listener serves
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 414: "URI Too Long",
            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
@@ -146,8 +149,9 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
 class ApiServer:
     """Serves one `ReadView` and the metrics registry over HTTP."""
 
-    def __init__(self, view: ReadView, metrics: Metrics) -> None:
+    def __init__(self, view: ReadView, metrics: Metrics, public: bool = False) -> None:
         self.view, self.metrics = view, metrics
+        self.public = public  # the metrics listener: PUBLIC_PATHS only
         self._refused_log = RateLimitedLog(log)
         self._failed_log = RateLimitedLog(log)
 
@@ -165,7 +169,11 @@ class ApiServer:
                 status, ctype, body = 405, "text/plain", b"only GET\n"
             else:
                 url = urlsplit(parts[1])
-                status, ctype, body = await _route(self.view, self.metrics, url.path, parse_qs(url.query))
+                if self.public and url.path not in PUBLIC_PATHS:
+                    status, ctype, body = 404, "text/plain", b"not found\n"
+                else:
+                    status, ctype, body = await _route(self.view, self.metrics, url.path,
+                                                       parse_qs(url.query))
             await self._respond(writer, status, ctype, body)
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.debug("api client: %s", exc)
@@ -203,8 +211,15 @@ async def _discard_input(reader: asyncio.StreamReader, writer: asyncio.StreamWri
         got += len(data)
 
 
-async def serve(view: ReadView, metrics: Metrics, address: str, port: int) -> asyncio.Server:
-    api = ApiServer(view, metrics)
+async def serve(view: ReadView, metrics: Metrics, address: str, port: int,
+                public: bool = False) -> asyncio.Server:
+    api = ApiServer(view, metrics, public)
     server = await asyncio.start_server(api.handle, address, port, limit=MAX_LINE)
-    log.info("API listening on http://%s:%d", address, server.sockets[0].getsockname()[1])
+    log.info("%s listening on http://%s:%d", "metrics listener" if public else "API", address,
+             server.sockets[0].getsockname()[1])
     return server
+
+
+async def serve_metrics(view: ReadView, metrics: Metrics, address: str, port: int) -> asyncio.Server:
+    """The second listener: /metrics, /healthz and /readyz only (module DOC)."""
+    return await serve(view, metrics, address, port, public=True)

@@ -2,10 +2,10 @@
 
 DOC: FIB table/protocol/metric and timers (`FibSpec`), administrative distances per source kind
 (`AdminDistanceSpec`), ECMP width, the node's protected prefixes and Service CIDRs (the hijack
-guard), and the local API address (`ApiSpec`). Everything has a default; no AgentConfig means all
-defaults (`agent.config.resolve.Config`). The protocol number is checked against the kernel's
-and other routing daemons' numbers: the agent deletes every route of its protocol it does not
-want, so sharing one would delete theirs.
+guard), the local API address and the optional metrics listener (`ApiSpec`). Everything has a
+default; no AgentConfig means all defaults (`agent.config.resolve.Config`). The protocol number
+is checked against the kernel's and other routing daemons' numbers: the agent deletes every route
+of its protocol it does not want, so sharing one would delete theirs.
 """
 
 from __future__ import annotations
@@ -71,12 +71,17 @@ class AdminDistanceSpec(_Model):
 
 
 class ApiSpec(_Model):
-    """The local HTTP API (metrics, health, JSON for the CLI)."""
+    """The local HTTP API (metrics, health, JSON for the CLI) and the optional metrics listener."""
 
     address: IPAddress = "127.0.0.1"
-    """Listen address."""
+    """Listen address of the whole API (/api/* for the CLI included): keep it on the host."""
     port: StrictInt = Field(9180, ge=0, le=65535)
     """Listen port (0 = any free port)."""
+    metrics_address: IPAddress | None = None
+    """Listen address of a second listener that serves only /metrics, /healthz and /readyz, for
+    scraping and probes from other hosts; unset: no second listener."""
+    metrics_port: StrictInt = Field(9181, ge=0, le=65535)
+    """Port of the metrics listener (0 = any free port)."""
 
 
 class AgentConfigSpec(_Model):

@@ -58,12 +58,15 @@ def _tune_gc() -> None:
 class Agent:
     def __init__(self, config_path: str | None, *, flush_on_exit: bool = False,
                  api_port: int | None = None, api_address: str | None = None,
+                 metrics_port: int | None = None, metrics_address: str | None = None,
                  state_dir: str | None = None, kubernetes: bool = False, kubeconfig: str | None = None,
                  node_name: str | None = None) -> None:
         self.state_dir = state_dir or DEFAULT_STATE_DIR
         self.flush_on_exit = flush_on_exit
         self.api_port_override = api_port
         self.api_address_override = api_address
+        self.metrics_port_override = metrics_port
+        self.metrics_address_override = metrics_address
         self.node_name = node_name or os.environ.get("NODE_NAME") or socket.gethostname()
         self.metrics = Metrics()
         self.queue = EventQueue(counter=self.metrics.queue_overflows)
@@ -116,7 +119,7 @@ class Agent:
 
     # ---------------------------------------------------------------- run
     async def run(self) -> None:
-        from ..api.server import serve  # the API is an outer layer
+        from ..api.server import serve, serve_metrics  # the API is an outer layer
 
         loop = asyncio.get_running_loop()
         prepare_state_dir(self.state_dir)  # 0700, and umask 077 for everything written there
@@ -125,12 +128,18 @@ class Agent:
         api = self.config.agent.api
         server = await serve(self.view, self.metrics, self.api_address_override or api.address,
                              self.api_port_override if self.api_port_override is not None else api.port)
+        servers = [server]
+        metrics_address = self.metrics_address_override or api.metrics_address
+        if metrics_address:  # /metrics and the probes only, reachable from other hosts
+            port = self.metrics_port_override if self.metrics_port_override is not None else api.metrics_port
+            servers.append(await serve_metrics(self.view, self.metrics, metrics_address, port))
         r = self.routing
         if self.kube is not None:
             try:
                 config = await self.kube.start()
             except BaseException:
-                server.close()
+                for s in servers:
+                    s.close()
                 raise
             r.reset(config)
             status = StatusPublisher(self.view, self.kube.kube.publish_status)
@@ -162,7 +171,8 @@ class Agent:
             loop.remove_reader(r.monitor.fileno())
             if r.main_monitor is not None:
                 loop.remove_reader(r.main_monitor.fileno())
-            server.close()
+            for s in servers:
+                s.close()
             if self.kube is not None:
                 self.kube.stop()
             self.shutdown()
