@@ -7,7 +7,7 @@ from kubernetes.config import incluster_config
 
 from agent.k8s import source
 from testlab import rbac
-from testlab.k8sapi import KubeApiServer
+from testlab.k8sapi import KubeApiServer, node
 from testlab.netns import wait_for
 
 RA = "routeagent.io/v1alpha1"
@@ -16,6 +16,7 @@ RA = "routeagent.io/v1alpha1"
 @pytest.fixture
 def api():
     with KubeApiServer(bookmark_interval=0.2) as server:
+        server.put(node("node-a"))  # the agent's Node: owner of its state, subject of its Events
         yield server
 
 
@@ -73,7 +74,9 @@ def test_events_are_about_the_node_and_rate_limited(api, tmp_path):
         ks.stop()
     events = {e["reason"]: e for e in api.objects("v1", "Event")}
     assert events["BgpSessionDown"]["type"] == "Warning"
-    assert events["BgpSessionUp"]["involvedObject"] == {"kind": "Node", "name": "node-a", "apiVersion": "v1"}
+    uid = api.get("v1", "Node", "node-a")["metadata"]["uid"]
+    assert events["BgpSessionUp"]["involvedObject"] == {"kind": "Node", "name": "node-a", "apiVersion": "v1",
+                                                        "uid": uid}
     assert events["BgpSessionUp"]["metadata"]["namespace"] == "default"
     assert [c for c in api.calls if not rbac.allowed(*c)] == []
 

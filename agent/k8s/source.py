@@ -14,17 +14,20 @@ Writes go through one writer thread, never the core task, so a slow API server c
 routing:
 
 * `publish_status(status)`: merge-patch of ``routeagentnodestates/<node>/status``; the object is
-  created (``spec.nodeName``) when it does not exist. The agent calls it at a bounded rate (every
+  created (``spec.nodeName``) when it does not exist, owned by the Node (an ``ownerReference`` with
+  the Node's uid, read with one GET: the garbage collector deletes it with the Node, and
+  deploy/admission-policy.yaml checks that the owner is the writing agent's own node). The agent calls it at a bounded rate (every
   `STATUS_SECONDS` at most, and only when something changed), and a newer status replaces one
   still queued.
 * `event(reason, message, warning)`: a core/v1 Event about the Node (in namespace ``default``,
-  where kubelet puts node events), e.g. ``BgpSessionUp``, ``BgpSessionDown``,
+  where kubelet puts node events; ``involvedObject`` with the Node's uid, so ``kubectl describe
+  node`` lists it), e.g. ``BgpSessionUp``, ``BgpSessionDown``,
   ``MaxPrefixExceeded``. The same reason and message is sent at most once per `EVENT_REPEAT`
   seconds (a flapping session must not flood the API server).
 
 Calls the agent makes, which `deploy/rbac.yaml` must allow (tested against the test API server's
-record): list/watch of every resource above; create/get of routeagentnodestates; patch of
-routeagentnodestates/status; create of events.
+record): list/watch of every resource above; get of its Node; create/get of routeagentnodestates;
+patch of routeagentnodestates/status; create of events.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ class KubeSource:
         self._pending_status: dict | None = None
         self._status_queued = False
         self._state_created = False
+        self._node_uid: str | None = None  # of this node's Node object, for owner and Event references
         self._events_sent: dict[tuple[str, str], float] = {}
         self.status_writes = 0
         self.write_errors = 0
@@ -140,9 +144,18 @@ class KubeSource:
             self.write_errors += 1
             log.warning("status update failed: %s", exc)
 
+    def _read_node_uid(self) -> str:
+        """The uid of this node's Node (a GET; raises when the API server cannot say)."""
+        self._node_uid = self.core.read_node(self.node_name).metadata.uid
+        return self._node_uid
+
     def _ensure_state(self) -> None:
+        # read again each time: a Node deleted and registered again has a new uid (and the old
+        # state object went with the old Node)
+        owner = {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": self._read_node_uid()}
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RouteAgentNodeState",
-                "metadata": {"name": self.node_name, "labels": {"app.kubernetes.io/name": "route-agent"}},
+                "metadata": {"name": self.node_name, "labels": {"app.kubernetes.io/name": "route-agent"},
+                             "ownerReferences": [owner]},
                 "spec": {"nodeName": self.node_name}}
         try:
             self.custom.create_cluster_custom_object(GROUP, VERSION, "routeagentnodestates", body)
@@ -176,12 +189,23 @@ class KubeSource:
             with self._lock:
                 self._events_pending -= 1
 
+    def _event_node_uid(self) -> str | None:
+        """The Node's uid for an Event's involvedObject (without it `kubectl describe node`, which
+        selects events by uid, does not show the Event); None if it cannot be read now."""
+        if self._node_uid is None:
+            try:
+                self._read_node_uid()
+            except Exception as exc:  # the Event is still worth sending
+                log.debug("node uid not known for an event: %s", exc)
+        return self._node_uid
+
     def _create_event(self, reason: str, message: str, warning: bool) -> None:
         stamp = datetime.datetime.now(datetime.timezone.utc)
         body = kclient.CoreV1Event(
             metadata=kclient.V1ObjectMeta(generate_name=f"{self.node_name}.route-agent.",
                                           namespace=EVENT_NAMESPACE),
-            involved_object=kclient.V1ObjectReference(kind="Node", name=self.node_name, api_version="v1"),
+            involved_object=kclient.V1ObjectReference(kind="Node", name=self.node_name, api_version="v1",
+                                                      uid=self._event_node_uid()),
             reason=reason, message=message[:1024], type="Warning" if warning else "Normal",
             source=kclient.V1EventSource(component="route-agent", host=self.node_name),
             reporting_component="route-agent", reporting_instance=socket.gethostname(),
