@@ -35,6 +35,15 @@ Test-side control (Python calls, thread-safe, work while the server is stopped):
 then listen again on the same port with the same objects and versions), `.calls` (a Counter of
 ``(verb, group, resource, subresource)`` with RBAC verb names, for an RBAC coverage test) and
 `.kubeconfig(path)`. `node`, `service` and `endpoint_slice` build typical objects.
+
+For kubectl (`kubectl apply -k deploy/` runs against it; tests/test_deploy_kubectl.py): the kinds of
+the deploy bundle (Namespace, ServiceAccount, RBAC, DaemonSet, CRD, ValidatingAdmissionPolicy) and
+Pods are stored like the others; a stored CRD makes its resource served, its OpenAPI schema
+published (``/openapi/v3``) and enforced on writes over HTTP (unknown fields, schema, CEL rules:
+`testlab.k8sapi_schema`), and its printer columns used for Table answers (`testlab.k8sapi_crd`).
+``dryRun=All`` does everything but store (other values: 400); field selectors take any dotted path
+(``involvedObject.uid``, ``spec.nodeName``). ``python -m testlab.k8sapi --port N`` starts one by
+hand (`testlab.k8sapi_cli`).
 """
 
 from __future__ import annotations
@@ -52,6 +61,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
+
+from testlab import k8sapi_crd
 
 RA_GROUP = "routeagent.io"
 RA_VERSION = "v1alpha1"
@@ -81,6 +92,21 @@ BUILTIN_TYPES = (
     ResourceType("", "v1", "events", "Event", True, False),
     ResourceType("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True, False),
     ResourceType("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", False, True),
+    # what `kubectl apply -k deploy/` writes, and what `kubectl describe node` reads
+    ResourceType("", "v1", "namespaces", "Namespace", False, True),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, False),
+    ResourceType("", "v1", "pods", "Pod", True, True),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, False),
+    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+                 False, True),
+    ResourceType("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                 "ValidatingAdmissionPolicy", False, True),
+    ResourceType("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                 "ValidatingAdmissionPolicyBinding", False, False),
 )
 # routeagent.io kinds whose plural is not derivable from the kind name alone
 _RA_KINDS = {
@@ -191,10 +217,10 @@ def _selector(field_sel: str, label_sel: str) -> Callable[[dict], bool] | None:
         neg = "!=" in term
         path, _, want = term.partition("!=" if neg else "=")
         path, want = path.rstrip("="), want.lstrip("=")
-        keys = path.split(".")
-        if keys[0] != "metadata" or keys[1:] not in (["name"], ["namespace"]):
+        keys = path.strip().split(".")
+        if not all(keys):
             raise ApiError(400, "BadRequest", f'field label not supported: {path}')
-        tests.append(lambda o, k=keys[1], w=want, n=neg: (o["metadata"].get(k, "") == w) != n)
+        tests.append(lambda o, k=keys, w=want, n=neg: (_field(o, k) == w) != n)
     for term in filter(None, (t.strip() for t in label_sel.split(","))):
         if "!=" in term:
             k, _, v = term.partition("!=")
@@ -215,6 +241,17 @@ def _selector(field_sel: str, label_sel: str) -> Callable[[dict], bool] | None:
 
 def _labels(obj: dict) -> dict:
     return obj["metadata"].get("labels") or {}
+
+
+def _field(obj: dict, keys: list[str]) -> str:
+    """A field selector's value: the text of a scalar at a dotted path ("" when absent), as the
+    real server's field sets give it (involvedObject.uid of Events, spec.nodeName of Pods ...)."""
+    node: Any = obj
+    for k in keys:
+        node = node.get(k) if isinstance(node, dict) else None
+    if isinstance(node, bool):
+        return str(node).lower()
+    return "" if node is None or isinstance(node, (dict, list)) else str(node)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -297,6 +334,7 @@ class KubeApiServer:
         for plural in _RA_KINDS:
             self._register(_custom_type(plural))
         self._watchers: set[_WatchConn] = set()
+        self._request: _Request | None = None  # the HTTP write being served (set under the lock)
         self._snapshots: dict[str, tuple[str, list[bytes]]] = {}  # paged lists in progress
         self._snapshot_ids = itertools.count(1)
         self._conns: set[socket.socket] = set()
@@ -451,6 +489,8 @@ class KubeApiServer:
 
     def _lookup(self, group: str, version: str, plural: str) -> _Store | None:
         store = self._stores.get((group, version, plural))
+        if store is None and (rt := k8sapi_crd.crd_type(self, group, version, plural)) is not None:
+            store = self._register(rt)  # a resource of a CRD applied to this server
         if store is None and group == RA_GROUP and version == RA_VERSION and plural.isalnum():
             store = self._register(_custom_type(plural))
         return store
@@ -458,7 +498,12 @@ class KubeApiServer:
     def _commit(self, store: _Store, old: dict | None, new: dict | None) -> dict:
         """Store `new` (None: delete `old`), emit the event; caller holds the lock. No-op writes are free."""
         rt = store.rt
+        req = self._request
+        if req is not None and new is not None:  # a write over HTTP: what kube-apiserver admits
+            new = k8sapi_crd.admit(self, rt, old, copy.deepcopy(new) if req.dry else new, req.strict)
         if new is None:
+            if req is not None and req.dry:
+                return copy.deepcopy(old)
             self._rv += 1
             gone = copy.deepcopy(old)
             gone["metadata"]["resourceVersion"] = str(self._rv)
@@ -482,6 +527,8 @@ class KubeApiServer:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = _now()
             meta["generation"] = 1
+        if req is not None and req.dry:  # dryRun=All: everything but storing it
+            return new
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         raw = _dumps(new).encode()
@@ -646,6 +693,26 @@ class _WatchConn:
 _RBAC = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
+@dataclass(frozen=True)
+class _Request:
+    """Options of one write over HTTP: ``dryRun=All`` (store nothing), ``fieldValidation=Strict``."""
+
+    dry: bool = False
+    strict: bool = False
+
+    @classmethod
+    def of(cls, q: dict) -> "_Request":
+        dry = q.get("dryRun", "")
+        if dry not in ("", "All"):
+            raise ApiError(400, "BadRequest", f'Invalid value: "{dry}": dryRun: Unsupported value: '
+                           f'"{dry}": supported values: "All"')
+        validation = q.get("fieldValidation", "")
+        if validation not in ("", "Ignore", "Warn", "Strict"):
+            raise ApiError(400, "BadRequest", f'Invalid value: "{validation}": fieldValidation: '
+                           'supported values: "Ignore", "Warn", "Strict"')
+        return cls(dry == "All", validation == "Strict")
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kube-testapi/1"
@@ -687,6 +754,9 @@ class _Handler(BaseHTTPRequestHandler):
             segs = [s for s in url.path.split("/") if s]
             if method == "GET" and (disc := _discovery(api, segs)) is not None:
                 return self._send(200, disc)
+            accept = self.headers.get("Accept", "")
+            if method == "GET" and (doc := k8sapi_crd.openapi(api, segs, accept)) is not None:
+                return self._send(*doc)
             store, ns, name, sub = self._route(api, segs)
             rt = store.rt
             if method == "GET" and not name:
@@ -695,6 +765,9 @@ class _Handler(BaseHTTPRequestHandler):
                 match = _selector(q.get("fieldSelector", ""), q.get("labelSelector", ""))
                 if watch:
                     return self._watch(api, store, ns, q, match)
+                if k8sapi_crd.wants_table(accept) and \
+                        (tab := k8sapi_crd.list_table(api, store, ns, match, q)) is not None:
+                    return self._send(200, tab)
                 with api._lock:
                     body = api._list_page(store, ns, match, q.get("limit"), q.get("continue"))
                 return self._send(200, body)
@@ -706,6 +779,9 @@ class _Handler(BaseHTTPRequestHandler):
                     entry = store.objects.get((ns or "", name))
                 if entry is None:
                     raise _not_found(rt, name)
+                if k8sapi_crd.wants_table(accept) and (tab := k8sapi_crd.table(
+                        api, rt, [entry.obj], entry.obj["metadata"]["resourceVersion"], q)) is not None:
+                    return self._send(200, tab)
                 return self._send(200, entry.raw)
             try:
                 body = json.loads(raw_body) if raw_body else None
@@ -713,9 +789,14 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "BadRequest", f"invalid JSON: {e}") from None
             if method == "DELETE":  # DeleteOptions (grace period, preconditions) are ignored
                 body = None
+            req = _Request.of(q)
             with api._lock:
-                code, obj = api._write(method, store, ns, name, sub, body,
-                                       self.headers.get("Content-Type", ""))
+                api._request = req
+                try:
+                    code, obj = api._write(method, store, ns, name, sub, body,
+                                           self.headers.get("Content-Type", ""))
+                finally:
+                    api._request = None
                 data = _dumps(obj).encode()
             self._send(code, data)
         except ApiError as e:
@@ -856,7 +937,8 @@ def _discovery(api: KubeApiServer, segs: list[str]) -> dict | None:
         out = []
         for rt in res:
             verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
-            out.append({"name": rt.plural, "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs})
+            out.append({"name": rt.plural, "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs,
+                        **k8sapi_crd.discovery_extra(api, rt)})
             if rt.status_subresource:
                 out.append({"name": rt.plural + "/status", "namespaced": rt.namespaced, "kind": rt.kind,
                             "verbs": ["get", "patch", "update"]})
@@ -912,3 +994,11 @@ def endpoint_slice(name: str, service_name: str, namespace: str = "default", add
             "metadata": {"name": name, "namespace": namespace,
                          "labels": {"kubernetes.io/service-name": service_name}},
             "endpoints": eps, "ports": [{"port": p, "protocol": proto} for p, proto in ports]}
+
+
+if __name__ == "__main__":  # python -m testlab.k8sapi --port N (testlab/k8sapi_cli.py)
+    import sys
+
+    from testlab.k8sapi_cli import main
+
+    sys.exit(main())

@@ -176,7 +176,7 @@ _ALLOWED_KEYS = {
     "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "required", "items",
     "properties", "additionalProperties", "anyOf", "x-kubernetes-int-or-string",
     "x-kubernetes-preserve-unknown-fields", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
-    "x-kubernetes-map-type",
+    "x-kubernetes-map-type", "x-kubernetes-validations",
 }
 _TYPES = {"object", "array", "string", "integer", "number", "boolean"}
 _INT_OR_STRING_ANYOF = [{"type": "integer"}, {"type": "string"}]

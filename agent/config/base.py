@@ -47,6 +47,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ..core.model import canonical_address
+from .crd_schema import Cel
 
 API_VERSION = "routeagent.io/v1alpha1"
 U32_MAX = 2**32 - 1
@@ -167,11 +168,22 @@ def _check_interface(value: str) -> str:
 
 
 
+# The same checks as CEL rules in the CRDs (`agent.config.crd_schema.Cel`), so the API server
+# refuses what these validators refuse. Kubernetes' ip()/cidr() also refuse IPv4-mapped IPv6
+# addresses (::ffff:10.0.0.1), which no configuration here needs. 45 and 49 characters are the
+# longest text of an IPv6 address and prefix (the lengths bound the rules' estimated cost).
+_CEL_IP = Cel("isIP(self)", "must be an IPv4 or IPv6 address (no zone index)", max_length=45)
+_CEL_PREFIX = Cel("isCIDR(self) && cidr(self) == cidr(self).masked()",
+                  "must be a network in CIDR notation without host bits, like 10.0.0.0/24 or 2001:db8::/32",
+                  max_length=49)
+_CEL_GATEWAY = Cel("isIP(self) && !ip(self).isUnspecified()",
+                   "must be an IPv4 or IPv6 address other than the unspecified one", max_length=45)
+
 DnsSubdomain = Annotated[StrictStr, AfterValidator(_check_dns_subdomain)]
 DnsLabel = Annotated[StrictStr, AfterValidator(_check_dns_label)]
-IPPrefix = Annotated[StrictStr, AfterValidator(_check_prefix)]
-IPAddress = Annotated[StrictStr, AfterValidator(_check_address)]
-Gateway = Annotated[StrictStr, AfterValidator(_check_address), AfterValidator(_check_gateway)]
+IPPrefix = Annotated[StrictStr, AfterValidator(_check_prefix), _CEL_PREFIX]
+IPAddress = Annotated[StrictStr, AfterValidator(_check_address), _CEL_IP]
+Gateway = Annotated[StrictStr, AfterValidator(_check_address), AfterValidator(_check_gateway), _CEL_GATEWAY]
 InterfaceName = Annotated[StrictStr, AfterValidator(_check_interface)]
 Distance = Annotated[StrictInt, Field(ge=0, le=255)]
 

@@ -30,7 +30,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic_core import InitErrorDetails
 
 from .base import (
@@ -46,6 +46,7 @@ from .base import (
     _raise,
     unique_errors,
 )
+from .crd_schema import Cel, cel_rules
 from .files import FileProblem, FileTooLarge, read_bounded
 from ..core.bgp import Family
 
@@ -130,6 +131,21 @@ class NodeOverride(_Model):
 
 class BgpPeerSpec(_Model):
     """One BGP neighbour of this node."""
+
+    # some of `_rules` below, for the API server (agent.config.crd_schema.Cel)
+    model_config = ConfigDict(json_schema_extra=cel_rules(
+        Cel("!has(self.localAddress) || !isIP(self.localAddress) || !isIP(self.peerAddress)"
+            " || ip(self.localAddress).family() == ip(self.peerAddress).family()",
+            "localAddress must be of the family of peerAddress", field_path=".localAddress"),
+        Cel("!isIP(self.peerAddress) || !ip(self.peerAddress).isUnspecified()",
+            "peerAddress cannot be the unspecified address", field_path=".peerAddress"),
+        Cel("!has(self.holdTime) || self.holdTime == 0 || self.holdTime >= 3",
+            "hold time must be 0 or at least 3 seconds (RFC 4271)", field_path=".holdTime"),
+        Cel("!has(self.ebgpMultihop) || self.peerAS != self.localAS",
+            "ebgpMultihop applies to eBGP only (peerAS equals localAS)", field_path=".ebgpMultihop"),
+        Cel("self.peerAS != 23456 && self.localAS != 23456",
+            "AS 23456 is AS_TRANS (RFC 6793), not a usable AS number"),
+    ))
 
     peer_address: IPAddress
     """The neighbour's address (IPv4 or IPv6, no zone index)."""

@@ -14,17 +14,73 @@ rejects them with strict field validation (kubectl's default). Unions that are m
 becomes ``x-kubernetes-int-or-string``; anything else (objects or arrays in a union, other type
 mixes, recursive models) raises `UnsupportedSchema`, so a new model cannot silently produce a
 schema the API server refuses.
+
+CEL rules (``x-kubernetes-validations``): a type or a model declares them next to its pydantic
+validators with `Cel` (``Annotated[str, AfterValidator(check), Cel("isIP(self)", "...")]``, or
+``model_config = ConfigDict(json_schema_extra=cel_rules(Cel(...)))`` for a rule between fields), so
+the API server refuses a bad object before any agent reads it. The API server estimates each
+rule's worst-case cost times how many values it may run on and refuses a CRD over its budget; so a
+rule is written only where that number is bounded: the product of the ``maxItems`` of the lists
+above it (`Cel.cost` per value, at most `RULE_BUDGET` in all). Under a list without ``maxItems``
+the rule is left out (the models still check every value). The IP and CIDR functions
+(``isIP``, ``isCIDR``, ``ip()``, ``cidr()``) need Kubernetes 1.31 in CRD rules.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 
 class UnsupportedSchema(ValueError):
     """A model uses a construct that has no structural CRD schema; the message names the field."""
+
+
+RULES = "x-kubernetes-validations"
+RULE_BUDGET = 2_000_000  # cost x values per rule: a fifth of the API server's per-rule limit (10M)
+
+
+@dataclass(frozen=True)
+class Cel:
+    """A CEL validation rule for the CRD schema of the type it annotates (module DOC).
+
+    `rule` sees the value as ``self``; `message` is what ``kubectl apply`` prints; `field_path`
+    (``.localAddress``) names the field a rule between fields is about; `max_length` bounds the
+    string in the schema (the cost of a string rule grows with its length; set it no shorter than
+    the longest valid value); `cost` is a rough bound of one evaluation, for the budget."""
+
+    rule: str
+    message: str
+    field_path: str | None = None
+    max_length: int | None = None
+    cost: int = 20
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        return out
+
+    def __get_pydantic_json_schema__(self, core_schema, handler) -> dict[str, Any]:
+        schema = handler(core_schema)
+        _add(schema, self)
+        return schema
+
+
+def _add(schema: dict[str, Any], rule: Cel) -> None:
+    schema.setdefault(RULES, []).append({**rule.as_dict(), "x-cost": rule.cost})
+    if rule.max_length is not None:
+        schema["maxLength"] = min(schema.get("maxLength", rule.max_length), rule.max_length)
+
+
+def cel_rules(*rules: Cel):
+    """``json_schema_extra`` for a model whose rules relate its fields (module DOC)."""
+    def extra(schema: dict[str, Any]) -> None:
+        for rule in rules:
+            _add(schema, rule)
+    return extra
 
 
 
@@ -64,9 +120,30 @@ class _Converter:
     def __init__(self, defs: Mapping[str, Any]):
         self.defs = defs
         self.stack: list[str] = []
+        self.values: int | None = 1  # how many values a rule here may run on (None: unbounded)
+        self.dropped: list[str] = []  # rules left out for want of a bound, "where: rule"
 
     def convert(self, node: Mapping[str, Any], where: str) -> dict[str, Any]:
         return _ordered(self._convert(dict(node), where))
+
+    def _repeated(self, node: Mapping[str, Any], where: str, bound: int | None) -> dict[str, Any]:
+        """Convert the schema of a list's items or a map's values (`bound`: maxItems/maxProperties)."""
+        outer = self.values
+        self.values = None if outer is None or bound is None else outer * bound
+        try:
+            return self.convert(node, where)
+        finally:
+            self.values = outer
+
+    def _rules(self, rules: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+        kept = []
+        for rule in rules:
+            cost = rule.get("x-cost", 20)
+            if self.values is None or cost * self.values > RULE_BUDGET:
+                self.dropped.append(f"{where}: {rule['rule']}")
+                continue
+            kept.append({k: rule[k] for k in ("rule", "message", "fieldPath") if k in rule})
+        return kept
 
     def _convert(self, node: dict[str, Any], where: str) -> dict[str, Any]:
         if "$ref" in node:
@@ -94,7 +171,10 @@ class _Converter:
         out = dict(target)
         extra = {k: v for k, v in outer.items() if k not in ("title", "discriminator")}
         if extra:
-            out.update(self._plain({"type": out.get("type", "object"), **extra}, where, keep_type=False))
+            over = self._plain({"type": out.get("type", "object"), **extra}, where, keep_type=False)
+            if RULES in over and RULES in out:
+                over[RULES] = out[RULES] + over[RULES]
+            out.update(over)
         return out
 
     def _union(self, branches: list[Any], outer: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -161,13 +241,17 @@ class _Converter:
                 out[key] = True
         if out.get("default", 0) is None:
             del out["default"]
+        if node.get(RULES):
+            rules = self._rules(list(node[RULES]), where)
+            if rules:
+                out[RULES] = rules
         if typ == "object" and keep_type:
             props = node.get("properties")
             addl = node.get("additionalProperties")
             if isinstance(addl, Mapping):
                 if props:
                     raise UnsupportedSchema(f"{where}: properties and a map of extra values together")
-                out["additionalProperties"] = self.convert(addl, where + ".*")
+                out["additionalProperties"] = self._repeated(addl, where + ".*", node.get("maxProperties"))
             elif props is None and addl is not False:
                 raise UnsupportedSchema(f"{where}: free-form object (no properties, no value schema)")
             else:
@@ -177,13 +261,14 @@ class _Converter:
             if node.get("required"):
                 out["required"] = list(node["required"])
         elif typ == "array" and keep_type:
+            bound = node.get("maxItems")
             if "prefixItems" in node:
-                items = [self.convert(p, f"{where}[{i}]") for i, p in enumerate(node["prefixItems"])]
+                items = [self._repeated(p, f"{where}[{i}]", bound) for i, p in enumerate(node["prefixItems"])]
                 if "items" in node and node["items"] is not False:
-                    items.append(self.convert(node["items"], where + "[]"))
+                    items.append(self._repeated(node["items"], where + "[]", bound))
                 out["items"] = items[0] if len(items) == 1 else self._merge(items, where + "[]")
             elif isinstance(node.get("items"), Mapping):
-                out["items"] = self.convert(node["items"], where + "[]")
+                out["items"] = self._repeated(node["items"], where + "[]", bound)
             else:
                 raise UnsupportedSchema(f"{where}: an array without an item schema")
         return out
@@ -192,7 +277,7 @@ class _Converter:
 _ORDER = ("description", "type", "format", "x-kubernetes-int-or-string", "nullable", "default", "enum",
           "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
           "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "minProperties",
-          "maxProperties", "required", "items", "properties", "additionalProperties")
+          "maxProperties", "required", "items", "properties", "additionalProperties", RULES)
 
 
 def _ordered(node: dict[str, Any]) -> dict[str, Any]:
@@ -201,9 +286,15 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {k: node[k] for k in sorted(node, key=lambda k: rank.get(k, len(rank)))}
 
 
-def structural_schema(json_schema: Mapping[str, Any], where: str = "spec") -> dict[str, Any]:
-    """A pydantic JSON schema (with its ``$defs``) as a structural CRD schema (module DOC)."""
+def structural_schema(json_schema: Mapping[str, Any], where: str = "spec",
+                      dropped: list[str] | None = None) -> dict[str, Any]:
+    """A pydantic JSON schema (with its ``$defs``) as a structural CRD schema (module DOC); the CEL
+    rules left out for want of a bound are appended to `dropped` as "where: rule"."""
     defs = json_schema.get("$defs", {})
     root = {k: v for k, v in json_schema.items() if k != "$defs"}
-    return _Converter(defs).convert(root, where)
+    converter = _Converter(defs)
+    out = converter.convert(root, where)
+    if dropped is not None:
+        dropped.extend(converter.dropped)
+    return out
 
