@@ -181,7 +181,8 @@ def test_dry_run_and_diff_change_nothing(api, installed, tmp_path):
     assert api.get(RA, "BgpPeer", "tor-rack1") == before and api.resource_version == version
 
 
-def test_describe_node_shows_the_agents_events_and_the_state_is_owned_by_the_node(api, kubectl):
+def test_describe_node_shows_the_agents_events_and_the_state_is_owned_by_the_node(api, installed):
+    kubectl = installed  # with the CRDs stored, the agent's writes go through their schemas too
     ks = source.KubeSource("node-a", lambda batch: None, kubeconfig=kubectl.env["KUBECONFIG"])
     try:
         ks.event("BgpSessionUp", "BGP session with 10.0.0.1 up")
