@@ -320,7 +320,7 @@ def admit(api, rt, old: dict | None, new: dict, strict: bool) -> dict:
     pruned and defaulted against its CRD (`testlab.k8sapi_schema.admit_custom`), a built-in kind
     validated strictly when kubectl asked for it, a CRD marked Established. Raises ApiError."""
     from testlab import k8sapi_schema
-    from testlab.k8sapi import ApiError
+    from testlab.k8sapi import ApiError, ResourceType
 
     name = new.get("metadata", {}).get("name", "")
     try:
@@ -335,6 +335,12 @@ def admit(api, rt, old: dict | None, new: dict, strict: bool) -> dict:
                                                            "kind": rt.kind, "causes": exc.causes}) from None
     if (rt.group, rt.version, rt.plural) == CRD_KEY:
         spec = new.get("spec", {})
+        names = spec.get("names", {})
+        for v in spec.get("versions", []):  # served at once, and listed in discovery
+            if v.get("served", True) and (spec.get("group"), v.get("name"), names.get("plural")) not in api._stores:
+                api._register(ResourceType(spec["group"], v["name"], names["plural"], names["kind"],
+                                           spec.get("scope") == "Namespaced",
+                                           "status" in (v.get("subresources") or {}), builtin=False))
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         new = {**new, "status": {
             "acceptedNames": spec.get("names", {}),

@@ -86,6 +86,25 @@ def test_apply_k_installs_the_bundle_and_is_idempotent(api, kubectl):
     assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
 
 
+SERVICEMONITOR_CRD = {  # a stand-in for the Prometheus Operator's CRD (no schema)
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+             "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors",
+                       "singular": "servicemonitor"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_the_optional_servicemonitor_applies_once_its_crd_exists(api, installed):
+    installed("apply", "-f", "-", stdin=json.dumps(SERVICEMONITOR_CRD))
+    out = installed("apply", "-f", "deploy/monitoring/")
+    assert "servicemonitor.monitoring.coreos.com/route-agent created" in out.stdout
+    (mon,) = api.objects("monitoring.coreos.com/v1", "ServiceMonitor")
+    svc = api.get("v1", "Service", "route-agent-metrics", "route-agent")
+    assert mon["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+
+
 def test_a_changed_daemonset_is_patched(api, installed, tmp_path):
     ds = yaml.safe_load((ROOT / "deploy/daemonset.yaml").read_text())
     ds["spec"]["minReadySeconds"] = 20
