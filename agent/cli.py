@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 import urllib.error
@@ -198,7 +197,10 @@ def cmd_crds(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="route-agent", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=_version())
     p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"))
+    p.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("ROUTE_AGENT_LOG_FORMAT", "text"),
+                   help="text (default) or json: one object per line (time, level, logger, message, peer)")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", help="YAML file or directory of YAML files (standalone mode)")
@@ -239,9 +241,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .daemon.logformat import setup
+
+    setup(args.log_level, args.log_format)
     return args.fn(args)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"route-agent {of('route-agent')} (exabgp {of('exabgp')}, pyroute2 {of('pyroute2')})"
 
 
 if __name__ == "__main__":
