@@ -113,6 +113,7 @@ class BgpRuntime(BgpViews):
         self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
         self._spawner = Spawner()  # one-shot tasks: peer updates, the event pump, hold-down timers
         self._restores: dict[str, asyncio.Task] = {}  # peer -> its max-prefix restore timer
+        self._attempting: dict[str, int] = {}  # peer -> connection attempts since its last session (logs)
         self.refresh_exports()  # desired state ready before any session comes up
 
     # ---- configuration ----
@@ -284,7 +285,7 @@ class BgpRuntime(BgpViews):
             self.stage.set_router_id(ev.peer, ev.router_id)
         out = self.source.handle(ev, now)
         if isinstance(ev, PeerState):
-            log.info("peer %s %s%s", ev.peer, ev.state.value, f" ({ev.reason})" if ev.reason else "")
+            self._log_state(ev)
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
                 self._spawn(self._remove_held_down(ev.peer))
                 self._schedule_restore(ev.peer)  # the source just started the hold-down
@@ -308,6 +309,23 @@ class BgpRuntime(BgpViews):
             if command == "teardown":
                 self._teardown(peer, now)
         return out
+
+    def _log_state(self, ev: PeerState) -> None:
+        """ExaBGP says ``connected`` when it starts a connection attempt and ``down`` when that
+        or the OPEN exchange fails: log one line per streak of failed attempts, not a pair each."""
+        reason = f" ({ev.reason})" if ev.reason else ""
+        tries = self._attempting
+        if ev.state is PeerStatus.CONNECTED:
+            tries[ev.peer] = tries.get(ev.peer, 0) + 1
+            log.debug("peer %s: connecting, OPEN exchange under way", ev.peer)
+        elif ev.state is PeerStatus.UP:
+            tries[ev.peer] = 0
+            log.info("peer %s up", ev.peer)
+        elif tries.get(ev.peer):
+            log.log(logging.INFO if tries[ev.peer] == 1 else logging.DEBUG, "peer %s: no session: the connection "
+                    "attempt or the OPEN exchange failed%s; retrying (further failures at debug level)", ev.peer, reason)
+        else:
+            log.info("peer %s down%s", ev.peer, reason)
 
     def _acked(self, ev: CommandAck) -> None:
         self.export.acked(ev.command, ev.ok)
