@@ -4,6 +4,8 @@ DOC: `run` starts the agent in the foreground; `validate` checks configuration f
 exactly the checks a running agent applies; `show` and `explain` ask the running agent's local HTTP
 API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print text or `--json`;
 `show rib` reads the RIB in pages of RIB_PAGE rows (following the API's `next` cursor).
+Every command that prints stops quietly (exit status 141, as after SIGPIPE) when its reader goes
+away (``route-agent show rib | head``), without a traceback.
 """
 
 from __future__ import annotations
@@ -166,6 +168,12 @@ def cmd_explain(args) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
+    if "query" in data:  # an address: its longest match, as `ip route get` would pick it
+        print(f"{data['query']}: longest match {data['prefix'] or '- (no route covers it)'}")
+        for m in data["more_specific"]:
+            print(f"  more specific, not in the kernel: {m['prefix']}: {m['why']}")
+        if data["prefix"] is None:
+            return 0
     print(f"{data['prefix']}:")
     if not data["candidates"]:
         print("  no candidate from any source")
@@ -231,8 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--api", default=api)
     s.set_defaults(fn=cmd_show)
-    e = sub.add_parser("explain", help="why a prefix is (not) installed")
-    e.add_argument("prefix")
+    e = sub.add_parser("explain", help="why a prefix is (not) installed; for an address, its "
+                       "longest match (as `ip route get` picks it)")
+    e.add_argument("prefix", help="a prefix (explained exactly, also /32) or an address")
     e.add_argument("--json", action="store_true")
     e.add_argument("--api", default=api)
     e.set_defaults(fn=cmd_explain)
@@ -244,7 +253,22 @@ def main(argv: list[str] | None = None) -> int:
     from .daemon.logformat import setup
 
     setup(args.log_level, args.log_format)
-    return args.fn(args)
+    try:
+        code = args.fn(args)
+        sys.stdout.flush()  # inside the try: a reader gone is found here, not at exit
+    except BrokenPipeError:
+        return _reader_gone()
+    return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (``route-agent explain ... | head``): stop quietly, as a tool
+    killed by SIGPIPE would, instead of printing a traceback. stdout is pointed at /dev/null so
+    that the interpreter's final flush of what is still buffered fails no more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # what a shell reports for a command killed by SIGPIPE
 
 
 def _version() -> str:

@@ -56,8 +56,8 @@ class AgentView:
         bgp = self.routing.bgp
         return bgp.advert_views(peer) if bgp is not None else []
 
-    def explain(self, prefix: Prefix) -> dict:
-        return explain_mod.explain(self.routing, prefix)
+    def explain(self, prefix: Prefix, exact: bool = True) -> dict:
+        return explain_mod.explain(self.routing, prefix, exact)
 
     def config_problems(self) -> list[str]:
         return self._problems().splitlines()
