@@ -5,7 +5,8 @@ routeagent.io/v1alpha1``, camelCase fields, ``extra="forbid"``, frozen, strict s
 error at its exact field). `KINDS` lists the kinds defined here (joined in `agent.config.kinds`).
 
 * `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
-  time, families, MD5 password file, graceful restart, eBGP multihop TTL, import policy name,
+  time, families, MD5 password file, graceful restart, eBGP multihop TTL or GTSM (``ttlSecurity``,
+  RFC 5082, Calico's name and meaning: the hop count to the neighbour), import policy name,
   administrative distance override, max-prefix per family. The MD5 secret is never stored in the
   model: `BgpPeerSpec.read_md5_password()` reads the file (`agent.config.files.read_bounded`:
   a regular file of at most 82 bytes, never blocking on a FIFO) when the loader checks the
@@ -157,6 +158,11 @@ class BgpPeerSpec(_Model):
     """Graceful restart (RFC 4724) time we announce; 0: no graceful restart capability."""
     ebgp_multihop: StrictInt | None = Field(None, ge=1, le=255)
     """eBGP only: the TTL of our packets, for a neighbour that is not directly connected."""
+    ttl_security: StrictInt | None = Field(None, ge=1, le=254)
+    """GTSM (RFC 5082): hops to the neighbour (1: directly connected). We send with TTL 255 and
+    the kernel drops the neighbour's packets that arrive with a TTL below 256 - ttlSecurity. The
+    neighbour must do the same (BIRD ``ttl security on``, FRR ``ttl-security hops``). Not with
+    ebgpMultihop."""
     import_policy: PolicyName | None = None
     """Name of a RoutePolicy or ``acceptAll``; unset: eBGP routes are refused (RFC 8212)."""
     admin_distance: Distance | None = None
@@ -228,6 +234,10 @@ class BgpPeerSpec(_Model):
         if self.ebgp_multihop is not None and self.peer_as == self.local_as:
             errors.append(_at(("ebgpMultihop",), self.ebgp_multihop, "multihop_ibgp",
                               "ebgpMultihop applies to eBGP only (peerAS equals localAS)"))
+        if self.ttl_security is not None and self.ebgp_multihop is not None:
+            errors.append(_at(("ttlSecurity",), self.ttl_security, "ttl_security_multihop",
+                              "ttlSecurity and ebgpMultihop are exclusive: with GTSM our packets always "
+                              "leave with TTL 255, and ttlSecurity already gives the number of hops"))
         errors += unique_errors(self.node_overrides, "nodeOverrides", "node", "duplicate_node",
                                 key=lambda o: o.node_name, sub=("nodeName",))
         for i, o in enumerate(self.node_overrides):
