@@ -5,7 +5,8 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 
 * the `Speaker` (ExaBGP child) for the configured `BgpPeer`s;
 * the `ImportStage` (hijack guard, import policy with RFC 8212 default deny, max-prefix), fed with
-  the node's protected prefixes (config) and interface addresses (kernel);
+  the node's protected prefixes (config) and interface addresses (kernel), and with each peer's
+  session interface for IPv6 link-local next hops (`device_of`, `refresh_devices`);
 * the `BgpSource` (sessions, graceful-restart stale routes, End-of-RIB for the restart gate).
 
 `handle(event)` is called by the agent's core task for every speaker event and returns the
@@ -84,8 +85,11 @@ def _protected(config) -> list:
 
 class BgpRuntime(BgpViews):
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
-                 *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
+                 *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = (),
+                 device_of: Callable[[str], str | None] = lambda address: None) -> None:
         self.imp = imp
+        self.device_of = device_of  # the session's interface: for IPv6 link-local next hops
+        self.devices: dict[str, str | None] = {}
         protected = _protected(config)
         self.guard = imp.Guard(protected, node_addresses)
         self.policies = compile_policies(config.policies)
@@ -124,11 +128,23 @@ class BgpRuntime(BgpViews):
             restart = mp.restart_seconds
             limits[6 if mp.family.value.startswith("ipv6") else 4] = self.imp.MaxPrefixLimit(
                 mp.limit, self.imp.MaxPrefixAction(mp.action.value), restart)
+        addr = peer_key(peer)
+        device = self.devices[addr] = self.device_of(addr)
         return self.imp.ImportPeer(
-            address=peer_key(peer), asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
+            address=addr, asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
             distance=s.admin_distance, allow_default=s.allow_default_route,
             allow_covering=s.allow_covering_routes, max_prefix=limits, local_as=s.local_as,
-            allow_own_as=s.allow_own_as)
+            allow_own_as=s.allow_own_as, device=device)
+
+    def refresh_devices(self) -> None:
+        """Connected routes changed: a session's interface (`device_of` its peer address) may have
+        moved. The peer's next routes get the new one; those it sent already are asked again
+        (route refresh: their link-local next hops name the old one; ExaBGP keeps no adj-RIB-in)."""
+        for addr, peer in self.peers.items():
+            if self.devices.get(addr) != self.device_of(addr):
+                self.stage.set_peer(self._import_peer(peer))
+                if self.stage.accepted_prefixes(addr):
+                    self._refresh_all({addr: peer})
 
     @staticmethod
     def _settings(peer: BgpPeer) -> BgpPeerSettings:
@@ -255,8 +271,8 @@ class BgpRuntime(BgpViews):
 
         self._refresh_handle = loop.call_later(REFRESH_DELAY, fire)
 
-    def _refresh_all(self) -> None:
-        for addr, peer in self.peers.items():
+    def _refresh_all(self, peers: dict[str, BgpPeer] | None = None) -> None:
+        for addr, peer in (self.peers if peers is None else peers).items():
             for fam in peer.spec.families:
                 self.speaker.send(RequestRouteRefresh(fam, addr))
 

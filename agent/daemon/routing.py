@@ -97,7 +97,9 @@ class Routing:
 
     def _make_bgp(self, config) -> None:
         self.bgp = BgpRuntime(self.imp, config, cfgmod.distances(config), self.node_addresses(),
-                              runtime_dir=os.path.join(self.state_dir, "speaker"))
+                              runtime_dir=os.path.join(self.state_dir, "speaker"),
+                              device_of=self.rib.resolver.connected_device)
+        self._connected_seen = self.rib.resolver.connected_version
         for name in self.bgp.gate_names():
             self.gate.add(name)
         if self.cluster is not None:
@@ -144,6 +146,9 @@ class Routing:
     def _apply_rib(self, changes) -> None:
         if changes:
             self.fib.want(changes)
+        if self.bgp is not None and self.rib.resolver.connected_version != self._connected_seen:
+            self._connected_seen = self.rib.resolver.connected_version  # an interface subnet came
+            self.bgp.refresh_devices()  # or went: the interface of a BGP session may have changed
 
     def source_synced(self, name: str) -> None:
         if self.gate.done(name):
