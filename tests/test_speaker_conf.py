@@ -277,7 +277,7 @@ def test_rendered_text_and_env(tmp_path):
                  "hold-time 30;", "passive false;", "connect 179;", "outgoing-ttl 3;", "manual-eor true;",
                  "adj-rib-in false;", "ipv4 unicast;", "ipv6 unicast;", "route-refresh enable;",
                  "graceful-restart 120;", "processes [ agent ];", "neighbor-changes;",
-                 "receive { parsed; update; notification; open; refresh; }"):
+                 "receive { parsed; update; notification; open; refresh; keepalive; }"):
         assert want in tor1, want
     tor2 = _block(text, "neighbor fd00::1 {")
     assert "passive true;" in tor2 and "connect" not in tor2 and "graceful-restart" not in tor2

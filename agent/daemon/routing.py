@@ -260,6 +260,8 @@ class Routing:
         self._bgp_output(self.bgp.source.stale_timer(peer, time.monotonic()))
 
     def _bgp_output(self, out) -> None:
+        if out.withdrawn:  # what a peer withdraws now is not held by the sync gate
+            self.fib.release(out.withdrawn)
         if out.updates:
             self._apply_rib(self.rib.apply(out.updates))
         for line in out.logs:
@@ -270,7 +272,7 @@ class Routing:
         for seconds, peer in out.timers:
             loop.call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
         for peer in out.synced:
-            log.info("peer %s: End-of-RIB for every family: in sync", peer)
+            log.info("peer %s: End-of-RIB (or, without graceful restart, its first KEEPALIVE): in sync", peer)
             self.source_synced(f"bgp/{peer}")
 
     # ---------------------------------------------------------------- cluster inputs

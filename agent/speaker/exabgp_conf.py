@@ -9,8 +9,9 @@ One ``process`` (``encoder json``, ``respawn false``: a helper that dies takes E
 through the supervisor, which restarts both) and one ``neighbor`` block per peer:
 
 * ``api { processes [agent]; neighbor-changes; receive { parsed; update; notification; open;
-  refresh; } }``: JSON state changes, parsed UPDATEs (no raw packets), notifications, OPENs and
-  route refreshes. No ``negotiated``: ExaBGP would repeat the negotiated block in every UPDATE.
+  refresh; keepalive; } }``: JSON state changes, parsed UPDATEs (no raw packets), notifications,
+  OPENs, route refreshes and KEEPALIVEs (one per peer every hold time / 3: the implicit
+  End-of-RIB of a peer without graceful restart, `agent.sources.bgp`). No ``negotiated``: ExaBGP would repeat the negotiated block in every UPDATE.
 * ``manual-eor true``: after a restart ExaBGP must not send End-of-RIB before the agent has
   re-announced (the peer would flush the routes it kept for us under graceful restart).
 * ``adj-rib-in false`` (the agent keeps the routes; ExaBGP's copy costs 10x the memory);
@@ -226,7 +227,7 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec
         "    api {",
         f"        processes [ {PROCESS_NAME} ];",
         "        neighbor-changes;",
-        "        receive { parsed; update; notification; open; refresh; }",
+        "        receive { parsed; update; notification; open; refresh; keepalive; }",
         "    }",
         "}",
     ]
