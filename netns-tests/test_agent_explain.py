@@ -6,8 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from testlab.netns import ip_json, wait_for
 from conftest import static_routes
+
+from testlab.netns import ip_json, wait_for
 
 ROUTES = """\
     - prefix: 10.20.0.0/16
@@ -23,7 +24,8 @@ def sh(ns: str, pipeline: str) -> subprocess.CompletedProcess:
     """`pipeline` in bash inside `ns` with pipefail; `ra` is the route-agent CLI."""
     ra = f"{sys.executable} -m agent"
     return subprocess.run(["ip", "netns", "exec", ns, "bash", "-o", "pipefail", "-c",
-                           pipeline.replace("ra ", ra + " ")], capture_output=True, text=True, timeout=60)
+                           pipeline.replace("ra ", ra + " ")], capture_output=True, text=True, timeout=60,
+                          check=False)
 
 
 def test_explain_address_is_the_longest_match_ip_route_get_finds(node):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 
-from testlab.netns import api_get, wait_for
 from conftest import agent_config, bgp_peer, tor_config
+
+from testlab.netns import api_get, wait_for
 
 V4 = ["192.0.2.0/24", "198.51.100.0/24"]
 STALE = agent_config("  fib:\n    staleSeconds: 60\n")

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 import time
 
+from conftest import bgp_peer, tor_config
+
 from testlab.bird import Bird, base_config, bgp_protocol
 from testlab.netns import ip, namespace, sh, sysctl, veth_between, wait_for
-from conftest import bgp_peer, tor_config
 
 V4, V6, FAR = ["192.0.2.0/24"], ["2001:db8:1::/48"], ["198.51.100.0/24"]
 GTSM = "    ttl security on;"

@@ -9,9 +9,10 @@ session when its subnet moves to another interface.
 
 from __future__ import annotations
 
+from conftest import bgp_peer
+
 from testlab.bird import base_config, bgp_protocol
 from testlab.netns import ip, ip_json, wait_for
-from conftest import bgp_peer
 
 LL = "fe80::1:1"  # BIRD's link-local address on the second link
 V6 = ["2001:db8:7::/48"]
