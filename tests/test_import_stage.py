@@ -445,3 +445,11 @@ def test_unspecified_ipv6_next_hop_is_rejected():
     r = s.receive(EBGP, P("2001:db8:7::/48"), "::", attrs())
     assert (r.verdict.reason, r.update) == (Reason.BAD_NEXT_HOP, None)
     assert s.rejected == {(EBGP, 6, Reason.BAD_NEXT_HOP): 1}
+
+
+def test_a_batch_with_an_unusable_next_hop_is_rejected_prefix_by_prefix():
+    s = stage(ebgp(ACCEPT_ALL))
+    out: list = []
+    s.receive_batch(EBGP, [P("203.0.113.0/24"), P("198.51.100.0/24")], "0.0.0.0", attrs(), out)
+    assert out == [] and s.rejected == {(EBGP, 4, Reason.BAD_NEXT_HOP): 2}
+    assert s.verdict(EBGP, P("198.51.100.0/24")).statement == "next hop 0.0.0.0"

@@ -44,43 +44,23 @@ import math
 import time
 from collections.abc import Callable
 
-from ..core.model import Prefix, SourceKind, canonical_address
+from ..core.model import Prefix, SourceKind
 from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
-from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
+from ..export.desired import ExportPeer, desired_for_peer
 from ..export.reconciler import ExportReconciler
 from ..core.bgp import (
     AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown,
 )
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
+from .bgp_config import import_key, import_peer, peer_key, protected_prefixes
 from .bgp_views import BgpViews
 from .supervise import Spawner
 from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
 REFRESH_DELAY = 10.0
-
-
-def peer_key(peer: BgpPeer) -> str:
-    return canonical_address(peer.spec.peer_address)
-
-
-def _import_key(config, distances) -> tuple:
-    """Everything that decides what the import side accepts: a change asks for route refresh.
-    (The guard's protected prefixes are handled apart: `BgpRuntime._set_protected`.)"""
-    return (
-        tuple(p.model_dump_json() for p in config.policies),
-        tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
-               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as, p.spec.allow_own_as)
-              for p in config.peers),
-        tuple(sorted((k.value, v) for k, v in distances.items())),
-    )
-
-
-def _protected(config) -> list:
-    """What the guard protects: the configured prefixes and everything the node advertises."""
-    return [*config.agent.protected_prefixes, *owned_prefixes(config.adverts)]
 
 
 class BgpRuntime(BgpViews):
@@ -90,7 +70,7 @@ class BgpRuntime(BgpViews):
         self.imp = imp
         self.device_of = device_of  # the session's interface: for IPv6 link-local next hops
         self.devices: dict[str, str | None] = {}
-        protected = _protected(config)
+        protected = protected_prefixes(config)
         self.guard = imp.Guard(protected, node_addresses)
         self.policies = compile_policies(config.policies)
         self.stage = imp.ImportStage(self.guard, self.policies, distances=distances)
@@ -105,7 +85,7 @@ class BgpRuntime(BgpViews):
         # ExaBGP logs one INFO line per announce, which the agent reads only to drop it
         self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
                                runtime_dir=runtime_dir, wrapper=wrapper, exabgp_log_level="WARNING")
-        self._import_key = _import_key(config, distances)
+        self._import_key = import_key(config, distances)
         self.cluster_protected: list | tuple = ()  # kept as given: its identity marks a change
         self._protected_key: tuple | None = None
         self._cluster_others: frozenset = frozenset()
@@ -122,19 +102,9 @@ class BgpRuntime(BgpViews):
 
     # ---- configuration ----
     def _import_peer(self, peer: BgpPeer):
-        s = peer.spec
-        limits = {}
-        for mp in s.max_prefix:
-            restart = mp.restart_seconds
-            limits[6 if mp.family.value.startswith("ipv6") else 4] = self.imp.MaxPrefixLimit(
-                mp.limit, self.imp.MaxPrefixAction(mp.action.value), restart)
         addr = peer_key(peer)
         device = self.devices[addr] = self.device_of(addr)
-        return self.imp.ImportPeer(
-            address=addr, asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
-            distance=s.admin_distance, allow_default=s.allow_default_route,
-            allow_covering=s.allow_covering_routes, max_prefix=limits, local_as=s.local_as,
-            allow_own_as=s.allow_own_as, device=device)
+        return import_peer(self.imp, peer, device)
 
     def refresh_devices(self) -> None:
         """Connected routes changed: a session's interface (`device_of` its peer address) may have
@@ -209,13 +179,13 @@ class BgpRuntime(BgpViews):
         self.stage.set_policies(self.policies)
         self.stage.set_distances(distances)
         self.adverts = tuple(config.adverts)
-        out.updates += self._set_protected(_protected(config))
+        out.updates += self._set_protected(protected_prefixes(config))
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] \
                 or removed or self.speaker.held:  # (a held peer is released by any change)
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
-        key = _import_key(config, distances)
+        key = import_key(config, distances)
         if key != self._import_key:  # re-run every received route through the new import side
             self._import_key = key
             self._refresh_all()
@@ -233,7 +203,7 @@ class BgpRuntime(BgpViews):
             self.guard.set_cluster(others)
             self._cluster_others = others
         self.cluster_protected = protected
-        return self._set_protected(_protected(config), recheck=grew, refresh=shrank)
+        return self._set_protected(protected_prefixes(config), recheck=grew, refresh=shrank)
 
     def _set_protected(self, own, recheck: bool = False, refresh: bool = False) -> list:
         """Replace the guard's protected prefixes. Grown: accepted routes the guard now refuses
