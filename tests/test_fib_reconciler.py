@@ -189,11 +189,22 @@ def test_release_lets_an_explicit_withdrawal_through_before_the_gate():
     assert flush(fib, net) == []
     fib.want({A: None, B: R2})  # A withdrawn by its peer; B changed (not a withdrawal)
     assert flush(fib, net) == []  # both held by the gate
-    fib.release([A])
+    fib.release({A: None})
     ops = flush(fib, net)
     assert [(o.kind, o.prefix) for o in ops] == [(OpKind.DELETE, A)]
     assert net.routes == {B: BH, C: ECMP}  # B still as adopted, C still stale
     assert fib.open_gate() == 1  # C: nobody spoke about it
     assert sorted((o.kind.value, o.prefix) for o in flush(fib, net)) == [("delete", C), ("replace", B)]
-    fib.release([B])  # after the gate: nothing to do
-    assert net.routes == {B: R2}
+    fib.release({B: R1})  # after the gate: nothing to do (the RIB's changes go through want)
+    assert net.routes == {B: R2} and flush(fib, net) == []
+
+
+def test_release_of_a_prefix_the_rib_never_reported():
+    """Announced and withdrawn in one batch: the RIB reports no change, so the prefix was never
+    wanted; `release` gives its wanted state and it goes at once (else it would stay stale until
+    the gate opens)."""
+    net = FakeNetlink({A: R1})
+    fib = FibState(FibSettings())
+    fib.adopt(dict(net.routes))
+    fib.release({A: None})
+    assert [(o.kind, o.prefix) for o in flush(fib, net)] == [(OpKind.DELETE, A)] and net.routes == {}

@@ -235,18 +235,27 @@ class Routing:
         if not isinstance(events, tuple):
             events = (events,)
         pending: list = []
+        withdrawn: list = []
         now = time.monotonic()
         for ev in events:
             out = self.bgp.handle(ev, now)
             if ev.__class__ is RouteUpdate and not (out.logs or out.timers or out.synced):
                 pending += out.updates
+                withdrawn += out.withdrawn
                 continue
             if pending:
-                self._apply_rib(self.rib.apply(pending))
-                pending = []
+                self._apply_bgp(pending, withdrawn)
+                pending, withdrawn = [], []
             self._one_bgp(ev, out)
         if pending:
-            self._apply_rib(self.rib.apply(pending))
+            self._apply_bgp(pending, withdrawn)
+
+    def _apply_bgp(self, updates, withdrawn) -> None:
+        """RIB updates from BGP; `withdrawn`: prefixes a peer explicitly withdrew, whose wanted
+        state the sync gate does not hold (`FibState.release`)."""
+        self._apply_rib(self.rib.apply(updates))
+        if withdrawn and not self.fib.gate_open:
+            self.fib.release({p: self.rib.desired(p) for p in withdrawn})
 
     def _one_bgp(self, ev, out) -> None:
         self._bgp_output(out)
@@ -260,10 +269,8 @@ class Routing:
         self._bgp_output(self.bgp.source.stale_timer(peer, time.monotonic()))
 
     def _bgp_output(self, out) -> None:
-        if out.withdrawn:  # what a peer withdraws now is not held by the sync gate
-            self.fib.release(out.withdrawn)
         if out.updates:
-            self._apply_rib(self.rib.apply(out.updates))
+            self._apply_bgp(out.updates, out.withdrawn)
         for line in out.logs:
             log.warning("%s", line)
             if "max-prefix" in line:

@@ -232,15 +232,17 @@ class FibState:
             self.extra.pop(prefix, None)
         return chosen
 
-    def release(self, prefixes: Iterable[Prefix]) -> None:
-        """A source explicitly withdrew its current route for `prefixes` (a BGP peer's withdrawal
-        of a route it announced after the restart): what is wanted for them applies now, even
-        before the gate opens. The gate protects routes adopted from before the restart that no
-        source has spoken about yet, not what a source says now."""
+    def release(self, changes: Mapping[Prefix, KernelRoute | None]) -> None:
+        """A source explicitly withdrew its route for these prefixes (a BGP peer's withdrawal of a
+        route it announced after the restart); `changes` is what the RIB wants for them now. That
+        applies at once, even before the gate opens: the gate protects routes adopted from before
+        the restart that no source has spoken about yet, not what a source says now. (The wanted
+        state is given again: an announcement and its withdrawal in one batch leave the RIB
+        unchanged, so it reports nothing for the prefix.)"""
         if not self.gate_open:
-            for prefix in prefixes:
+            for prefix in changes:
                 self.adopted.discard(prefix)
-                self.stale.discard(prefix)
+            self.want(changes)
 
     def open_gate(self) -> int:
         """All sources synced (or the stale timer fired): sweep what nobody wants. Returns the
