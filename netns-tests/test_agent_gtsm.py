@@ -80,6 +80,7 @@ def _far_peer(node, far_bird) -> None:
         assert "198.51.100.0/24" not in node.routes(4)
         time.sleep(0.2)
     assert {p["name"]: p["state"] for p in node.api("/api/peers")}["far"] != "up"
+    print(f"ttlSecurity 1: {min_ttl_drops(node.ns) - drops} segments dropped for their TTL, no session")
     # one router between is what ttlSecurity 2 allows: the same peer comes up
     node.write("peers.yaml", peers(far_hops=2))
     node.wait_routes(lambda r: set(FAR) <= set(r), timeout=30)

@@ -9,6 +9,8 @@ session when its subnet moves to another interface.
 
 from __future__ import annotations
 
+import time
+
 from conftest import bgp_peer
 
 from testlab.bird import base_config, bgp_protocol
@@ -49,6 +51,8 @@ def test_link_local_only_next_hop_uses_the_session_interface(bgp_lab):
     ip(tor, "addr", "add", f"{LL}/64", "dev", "tor2", "nodad")
     ip(tor, "link", "set", "tor2", "up")
     ip(node.ns, "link", "set", "up2", "up")
+    t0 = time.monotonic()
     r = node.wait_routes(lambda r: r.get(V6[0], {}).get("dev") == "up2", family=6, timeout=45)[V6[0]]
+    print(f"route moved to dev up2 {time.monotonic() - t0:.2f}s after up2 came up")
     assert r["gateway"] == LL
     wait_for(lambda: bird.protocol_state("n6") == "Established", 30, what="session over up2")
