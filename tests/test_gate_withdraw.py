@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent.core.bgp import Announced, Family, PathAttrs, PeerState, PeerStatus, RouteUpdate
+from agent.core.bgp import (
+    Announced,
+    Family,
+    PathAttrs,
+    PeerState,
+    PeerStatus,
+    RouteUpdate,
+)
 from agent.core.model import KernelRoute, NextHop, Prefix, RouteType, nexthops
 from agent.daemon.agent import Agent
 from agent.fib.types import ForeignRoute, OpKind

@@ -9,7 +9,15 @@ the peer); a link-local gateway without a device never resolves.
 
 from __future__ import annotations
 
-from agent.core.bgp import Announced, Family, PathAttrs, PeerState, PeerStatus, RequestRouteRefresh, RouteUpdate
+from agent.core.bgp import (
+    Announced,
+    Family,
+    PathAttrs,
+    PeerState,
+    PeerStatus,
+    RequestRouteRefresh,
+    RouteUpdate,
+)
 from agent.core.model import NextHop, Prefix, RouteType, nexthops
 from agent.core.resolver import Resolver
 from agent.daemon.agent import Agent
