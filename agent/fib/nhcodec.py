@@ -99,7 +99,8 @@ def encode_nh(op: NhOp, protocol: int, ifindex: Callable[[str], int], seq: int, 
                     raise ValueError(f"gateway {hop.gateway} is not IPv{op.family}")
                 attrs += _attr(NHA_GATEWAY, addr.packed)
             attrs += _u32(NHA_OIF, ifindex(hop.dev))
-    body = NHMSG.pack(family, RT_SCOPE_UNIVERSE, protocol, 0, 0) + attrs
+    # a delete must carry a zero header but for the family (the kernel refuses it otherwise)
+    body = NHMSG.pack(family, RT_SCOPE_UNIVERSE, 0 if op.kind is OpKind.DELETE else protocol, 0, 0) + attrs
     return NLMSGHDR.pack(16 + len(body), mtype, flags | (NLM_F_ACK if ack else 0), seq, 0) + body
 
 
