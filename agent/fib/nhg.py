@@ -211,8 +211,9 @@ class NhLayer:
             if gid is None:
                 gid = self.by_key.get(key)
                 if gid is None or gid in changing:
+                    members = self._members(key, planned, singles)  # (singles get the lower ids)
                     gid = self._alloc(planned)
-                    groups.append(NhOp(ADD, gid, 0, None, self._members(key, planned, singles)))
+                    groups.append(NhOp(ADD, gid, 0, None, members))
                 planned[key] = gid
             routes.append(NhRouteOp(op, gid))
         kops = singles + groups + routes
