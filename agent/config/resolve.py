@@ -222,7 +222,8 @@ def for_node(config: Config, node: NodeIdentity) -> Config:
 
 def fib_settings(config: Config) -> FibSettings:
     fib = config.agent.fib
-    return FibSettings(table=fib.table, protocol=fib.protocol, metric=fib.metric)
+    return FibSettings(table=fib.table, protocol=fib.protocol, metric=fib.metric,
+                       nexthop_objects=fib.nexthop_objects)
 
 
 def distances(config: Config) -> dict[SourceKind, int]:

@@ -3,7 +3,8 @@
 DOC: one pure read of the routing state: the RIB's decision (every candidate with its status, the
 deciding step), the route wanted in the kernel, what the kernel has and why it differs (pending
 behind the sync gate, adopted and stale, a failed netlink write, no usable candidate), and the BGP
-import and export verdicts for the prefix.
+import and export verdicts for the prefix. With nexthop objects, the kernel route names the
+nexthop object it points at (`nhid N`) and `nexthop_group` describes it (`ip nexthop` style).
 
 A prefix (``10.20.1.0/24``, also ``10.20.1.5/32``) is explained exactly. An address without a
 length is looked up as ``ip route get`` would (`longest_match`): the longest prefix covering it
@@ -53,12 +54,15 @@ def _explain(routing, prefix: Prefix) -> dict:
     d = routing.rib.decide(prefix)
     installed = routing.fib.actual.get(prefix)
     bgp = routing.bgp
+    nhg = getattr(routing, "nhg", None)
+    nhid = nhg.route_nhid(prefix) if nhg is not None and installed else None
     return {
         "prefix": str(prefix),
         "candidates": views.decided_candidates(d),
         "reason": d.reason.value,
         "desired": str(d.desired.with_metric(routing.settings.metric)) if d.desired else None,
-        "kernel": str(installed) if installed else None,
+        "kernel": (f"nhid {nhid} " if nhid else "") + str(installed) if installed else None,
+        "nexthop_group": nhg.describe(nhid) if nhid else None,
         "fib_state": fib_state(routing.fib, prefix, d.note),
         "note": d.note,
         "bgp": bgp.explain(prefix) if bgp is not None else [],

@@ -43,7 +43,16 @@ class AgentView:
                 for p in prefixes if p in rib]
 
     def fib(self) -> dict:
-        return views.fib(self.routing.settings, self.routing.fib)
+        out = views.fib(self.routing.settings, self.routing.fib)
+        nhg = getattr(self.routing, "nhg", None)
+        if nhg is not None:  # with nexthop objects: the object each route points at, and ours
+            for row in out["routes"]:
+                nhid = nhg.route_nhid(Prefix.parse(row["prefix"]))
+                if nhid:
+                    row["route"] = f"nhid {nhid} {row['route']}"
+                    row["nhid"] = nhid
+            out["nexthops"] = [nhg.describe(i) for i in sorted(nhg.objects)]
+        return out
 
     def peers(self) -> list[dict]:
         bgp = self.routing.bgp
