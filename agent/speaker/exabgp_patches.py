@@ -347,7 +347,7 @@ def _patch_notify() -> None:
             ok = bool(sent)
             for peer, note, proto in sent:
                 ok &= getattr(note, "_agent_sent", False)
-                if peer.__dict__.get("_agent_notify", (None,))[0] is note:
+                if (peer.__dict__.get("_agent_notify") or (None,))[0] is note:
                     peer._agent_notify = None  # not sent: never on a later session
             (reactor.processes.answer_done if ok else reactor.processes.answer_error)(service)
 
