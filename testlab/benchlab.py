@@ -209,7 +209,8 @@ def launch_exabgp(workdir: str, ns: str, yaml_text: str, helper: list[str], log_
     write_agent_yaml(confdir, yaml_text)
     config = load_path(confdir)
     settings = config.speaker.spec if config.speaker else BgpSpeakerSpec()
-    conf = render(list(config.peers), settings, helper, read_secrets(config.peers), log_level="INFO")
+    # WARNING as the agent runs it (`agent.daemon.bgp`: INFO costs a log line per announced prefix)
+    conf = render(list(config.peers), settings, helper, read_secrets(config.peers), log_level="WARNING")
     path = os.path.join(workdir, "exabgp.conf")
     with open(path, "w") as f:
         f.write(conf.text)
