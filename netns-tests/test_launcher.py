@@ -359,3 +359,52 @@ def test_header_errors_are_notified(passive_exabgp, case):
     finally:
         sp.close()
     assert not any(l.startswith("raw-update") for l in exa.snapshot())
+
+
+# ---- unpaced export: a long burst never starves another session's KEEPALIVEs ---------------------
+# (What bounds a reactor turn: ExaBGP reads at most 16 KiB of commands per turn, ~1,000 prefixes in
+# the agent's shape, and the unpaced API loop works at most 10 ms per turn; the session of k1 gets
+# its turn in between. This keeps it so.)
+
+B4B, E4B = "10.98.0.3", "10.98.0.4"  # a second pair of addresses for the second session
+BURST = 60000  # prefixes: several seconds of ExaBGP's work, longer than the hold time of 3 s
+
+
+def burst_commands(peer_address: str, n: int) -> list[str]:
+    """The agent's shape: ``announce attributes`` of 500 prefixes each, then End-of-RIB."""
+    out = []
+    for start in range(0, n, 500):
+        nlri = " ".join(f"{11 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}.0/24" for i in range(start, min(n, start + 500)))
+        out.append(f"neighbor {peer_address} announce attributes next-hop self nlri {nlri}")
+    return out + [f"neighbor {peer_address} announce eor ipv4 unicast"]
+
+
+def test_a_long_announcement_burst_never_delays_keepalives_past_the_hold_time(nets, tmp_path):
+    nb, ne = nets
+    ip(nb, "addr", "add", f"{B4B}/24", "dev", "lb")
+    ip(ne, "addr", "add", f"{E4B}/24", "dev", "le")
+    protocols = [  # k1: hold time 3 (KEEPALIVE every second), nothing to carry; k2: the burst
+        bgp_protocol("k1", local=B4, local_as=65000, neighbor=E4, neighbor_as=65001, hold_time=3, passive=True),
+        bgp_protocol("k2", local=B4B, local_as=65000, neighbor=E4B, neighbor_as=65001, hold_time=90, passive=True),
+    ]
+    bird = Bird(nb, tmp_path / "bird", base_config(B4) + "\n".join(protocols))
+    peers = [peer("k1", B4, E4, holdTime=3), peer("k2", B4B, E4B, holdTime=90, routerId=E4B)]
+    exa = LauncherExabgp(ne, tmp_path / "exa", peers, BgpSpeakerSpec(listenAddresses=[]))
+    try:
+        exa.wait(is_state(B4, "up"), 30, "k1 up")
+        exa.wait(is_state(B4B, "up"), 30, "k2 up")
+        time.sleep(0.5)  # (nothing to wait for: lets both sessions settle before the burst)
+        t0 = time.monotonic()
+        for line in burst_commands(B4B, BURST):
+            exa.send(line)
+        wait_for(lambda: f"{BURST} imported" in bird.cmd("show", "protocols", "all", "k2"), 180, interval=0.2,
+                 what=f"{BURST} routes at BIRD over k2")
+        took = time.monotonic() - t0
+        log = bird.log.read_text()
+        assert took > 3, f"the burst took {took:.1f}s: not longer than the hold time, proves nothing"
+        assert "k1: Error: Hold timer expired" not in log and "k1: State changed to down" not in log, log[-2000:]
+        assert not any(is_state(B4, "down")(l) for l in exa.snapshot())
+        assert "Established" in bird.cmd("show", "protocols", "k1")
+    finally:
+        exa.close()
+        bird.close()

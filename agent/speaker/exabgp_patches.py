@@ -38,8 +38,10 @@ sending, the JSON lines for state/open/notification/refresh) stays ExaBGP's.
   attributes are shared; when the NEXT_HOP attribute must change, one copy of the attributes per
   command and neighbour carries the resolved address (nothing mutates a route's attributes
   once it is in the adj-RIB-out; a withdrawal from it is deep-copied as before).
-* Debug logging: when the level is not DEBUG, ``log.debug`` is a no-op (the message lambdas
-  were still built and checked on every message).
+* Logging: when the level is not DEBUG, ``log.debug`` is a no-op (the message lambdas were
+  still built and checked on every message); when the API's INFO lines are off, the text of
+  each announced route (``Change.extensive``, built for "route added to ..." whether logged or
+  not) is not built.
 * The API loop (`ASYNC.run`): commands are generators run step by step. ExaBGP ran them through
   ``asyncio.run`` (a new event loop per reactor turn), at most 50 steps per turn, and then slept
   ``reactor.speed/100`` s even with commands queued: ~50 prefixes per 10 ms. Now the steps run
@@ -125,9 +127,11 @@ def install(raw_updates: bool = False, unpaced: bool = False, async_limit: int =
 def _patch_logging() -> None:
     from exabgp.logger import log
     from exabgp.logger.option import option
+    from exabgp.rib.change import Change
 
     debug = log.__dict__.get("debug") or log.debug
     load = option.load.__func__
+    extensive = Change.extensive
 
     def noop(*_args, **_kwargs):
         return None
@@ -135,6 +139,10 @@ def _patch_logging() -> None:
     def patched_load(cls, env):
         load(cls, env)
         log.debug = debug if cls.logit.get("DEBUG") else staticmethod(noop)
+        # a route's text is only ever built for the "route added/removed" INFO lines of the API
+        Change.extensive = extensive if cls.log_enabled("processes", "INFO") else (lambda self: "")
+
+    Change.__repr__ = extensive
 
     option.load = classmethod(patched_load)
 
@@ -378,7 +386,8 @@ def _patch_next_hop_self() -> None:
     NEXT_HOP = Attribute.CODE.NEXT_HOP
 
     def remove_self(self, changes):
-        nlri = copy.copy(changes.nlri)
+        nlri = object.__new__(changes.nlri.__class__)  # copy.copy, without __reduce_ex__
+        nlri.__dict__.update(changes.nlri.__dict__)
         attributes = changes.attributes
         if not nlri.nexthop.SELF:
             return Change(nlri, attributes)
