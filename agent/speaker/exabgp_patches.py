@@ -37,7 +37,8 @@ sending, the JSON lines for state/open/notification/refresh) stays ExaBGP's.
   the export time) before "next-hop self" was resolved. Now the NLRI is copied shallowly and the
   attributes are shared; when the NEXT_HOP attribute must change, one copy of the attributes per
   command and neighbour carries the resolved address (nothing mutates a route's attributes
-  once it is in the adj-RIB-out; a withdrawal from it is deep-copied as before).
+  once it is in the adj-RIB-out; a withdrawal from it is deep-copied as before). A route's
+  ``family()`` is one shared (afi, safi) object instead of a new one per call (~6 a route).
 * Logging: when the level is not DEBUG, ``log.debug`` is a no-op (the message lambdas were
   still built and checked on every message); when the API's INFO lines are off, the text of
   each announced route (``Change.extensive``, built for "route added to ..." whether logged or
@@ -381,9 +382,20 @@ def _patch_next_hop_self() -> None:
 
     from exabgp.bgp.message.update.attribute import Attribute, NextHop
     from exabgp.bgp.neighbor import Neighbor
+    from exabgp.protocol.family import Family
     from exabgp.rib.change import Change
 
     NEXT_HOP = Attribute.CODE.NEXT_HOP
+    families: dict = {}
+
+    def family(self):  # one Family object per (afi, safi), not a new one on each of ~6 calls a route
+        key = (self.afi, self.safi)
+        found = families.get(key)
+        if found is None:
+            found = families[key] = Family(self.afi, self.safi)
+        return found
+
+    Family.family = family
 
     def remove_self(self, changes):
         nlri = object.__new__(changes.nlri.__class__)  # copy.copy, without __reduce_ex__
