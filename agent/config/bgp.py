@@ -61,8 +61,8 @@ MD5_KEY_MAX = 80  # TCP_MD5SIG_MAXKEYLEN: the longest key the kernel takes
 class MaxPrefixAction(str, enum.Enum):
     WARN = "warn"  # log and count, keep accepting
     DISCARD_EXTRA = "discardExtra"  # keep the session, ignore prefixes beyond the limit
-    # close the session with Cease 6/1 (maximum number of prefixes reached). ExaBGP 5 sends the
-    # NOTIFICATION only when graceful restart was not negotiated; with it, it closes silently
+    # close the session with Cease 6/1 (maximum number of prefixes reached); sent with or without
+    # graceful restart (ExaBGP 5.0.15 alone closed silently with it: the launcher's teardown patch)
     TEARDOWN = "teardown"
 
 
