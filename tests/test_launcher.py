@@ -18,6 +18,7 @@ import pytest
 from agent.config.bgp import BgpPeer, BgpSpeakerSpec
 from agent.config.loader import ConfigError
 from agent.speaker import exabgp_patches as patches
+from agent.speaker import exabgp_reading as reading
 from agent.speaker import launcher
 from agent.speaker.child import LAUNCHER, check_exabgp, exabgp_argv
 from agent.speaker.process import Speaker
@@ -103,13 +104,13 @@ def test_updates_setting_defaults_to_json():
 # ---- the raw-update line and the frames ---------------------------------------------------------
 
 def test_caps_flags_are_the_fixed_contract():
-    assert patches.caps_flags(False, False, False, False) == 0
-    assert patches.caps_flags(True, False, False, False) == 1
-    assert patches.caps_flags(False, True, False, False) == 2
-    assert patches.caps_flags(False, False, True, False) == 4
-    assert patches.caps_flags(False, False, False, True) == 8
-    assert patches.caps_flags(True, True, True, True) == 15
-    assert patches.raw_prefix("fd00::1", 9) + b"\x00\x00\x00\x00".hex() == "raw-update fd00::1 9 00000000"
+    assert reading.caps_flags(False, False, False, False) == 0
+    assert reading.caps_flags(True, False, False, False) == 1
+    assert reading.caps_flags(False, True, False, False) == 2
+    assert reading.caps_flags(False, False, True, False) == 4
+    assert reading.caps_flags(False, False, False, True) == 8
+    assert reading.caps_flags(True, True, True, True) == 15
+    assert reading.raw_prefix("fd00::1", 9) + b"\x00\x00\x00\x00".hex() == "raw-update fd00::1 9 00000000"
 
 
 MARKER = b"\xff" * 16
@@ -121,21 +122,21 @@ def frame(msg_type: int, body: bytes = b"", length: int | None = None) -> bytes:
 
 def test_split_frame_waits_for_whole_messages_and_walks_a_buffer():
     two = frame(4) + frame(2, b"\x00\x00\x00\x00")
-    assert patches.split_frame(two[:18], 0, 4096) is None  # header incomplete
-    assert patches.split_frame(two[:19 + 19 + 3], 19, 4096) is None  # second body incomplete
-    end, msg_type, length, err = patches.split_frame(two, 0, 4096)
+    assert reading.split_frame(two[:18], 0, 4096) is None  # header incomplete
+    assert reading.split_frame(two[:19 + 19 + 3], 19, 4096) is None  # second body incomplete
+    end, msg_type, length, err = reading.split_frame(two, 0, 4096)
     assert (end, msg_type, length, err) == (19, 4, 19, None)
-    assert patches.split_frame(two, end, 4096) == (42, 2, 23, None)
+    assert reading.split_frame(two, end, 4096) == (42, 2, 23, None)
 
 
 def test_split_frame_header_errors():
-    assert patches.split_frame(b"\x00" * 16 + frame(4)[16:], 0, 4096)[3] == (1, 1, b"")
-    assert patches.split_frame(frame(4, length=5), 0, 4096)[3] == (1, 2, b"\x00\x05")
+    assert reading.split_frame(b"\x00" * 16 + frame(4)[16:], 0, 4096)[3] == (1, 1, b"")
+    assert reading.split_frame(frame(4, length=5), 0, 4096)[3] == (1, 2, b"\x00\x05")
     big = frame(2, b"\x00" * 5000)
-    assert patches.split_frame(big, 0, 4096)[3] == (1, 2, big[16:18])  # no extended messages
-    assert patches.split_frame(big, 0, 65535)[3] is None
+    assert reading.split_frame(big, 0, 4096)[3] == (1, 2, big[16:18])  # no extended messages
+    assert reading.split_frame(big, 0, 65535)[3] is None
     lengths = {4: lambda n: n == 19}
-    assert patches.split_frame(frame(4, b"x"), 0, 4096, lengths)[3] == (1, 2, b"\x00\x14")
+    assert reading.split_frame(frame(4, b"x"), 0, 4096, lengths)[3] == (1, 2, b"\x00\x14")
 
 
 @pytest.mark.parametrize("command,expect", [
@@ -217,6 +218,6 @@ def test_patched_reader_and_api_loop_in_exabgp():
 
 
 def test_launcher_and_patches_import_nothing_from_the_agent():
-    for module in (launcher, patches):
+    for module in (launcher, patches, reading):
         source = open(module.__file__).read()
         assert "from agent" not in source and "import agent" not in source and "from ." not in source
