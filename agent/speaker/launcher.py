@@ -17,12 +17,13 @@ edited copies), so the version must be exactly `EXABGP_VERSION`:
 * otherwise, on another version: one warning line, and ExaBGP runs unpatched.
 
 Options: ``--raw-updates`` hands every received UPDATE to the API process undecoded, as
-``raw-update PEER CAPS HEX`` (`exabgp_reading.raw_prefix`, `exabgp_reading.caps_flags`); ``--unpaced`` lifts ExaBGP's API
-pacing (50 steps, then a sleep, per loop turn). The fixes that are always on (reading several
-messages per turn, the header errors, ``notify``, ``teardown``, next-hop self) are described in
-`agent.speaker.exabgp_patches` and `agent.speaker.exabgp_reading`. ``--check`` only checks the
-version (exit 0, or the error line and `EXIT_VERSION`). Diagnostics: ``--stock`` runs ExaBGP unpatched; ``--async-limit N`` and
-``--async-budget-ms N`` tune the unpaced API loop (benchmarks).
+``raw-update PEER CAPS HEX`` (`exabgp_reading.raw_prefix`, `exabgp_reading.caps_flags`);
+``--unpaced`` lifts ExaBGP's API pacing (50 steps, then a sleep, per loop turn). The fixes that
+are always on (reading several messages per turn, the header errors, ``notify``, ``teardown``,
+next-hop self) are described in `agent.speaker.exabgp_patches` and `agent.speaker.exabgp_reading`.
+``--check`` only checks the version (exit 0, or the error line and `EXIT_VERSION`). Diagnostics:
+``--stock`` runs ExaBGP unpatched; ``--async-limit N`` and ``--async-budget-ms N`` tune the
+unpaced API loop (benchmarks).
 """
 
 from __future__ import annotations
