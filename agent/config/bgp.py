@@ -18,7 +18,10 @@ error at its exact field). `KINDS` lists the kinds defined here (joined in `agen
   addresses, so it can run beside a BIRD on the same host: give one of them another address or
   port), and
   which interpreter runs ExaBGP (``auto``: PyPy when it can import exabgp, else the agent's own
-  Python; see `agent.speaker.process.resolve_interpreter`).
+  Python; see `agent.speaker.process.resolve_interpreter`), and how received UPDATEs cross the
+  ExaBGP boundary (``updates``: ``json``, decoded by ExaBGP; ``raw``, handed over undecoded by the
+  launcher's patch and decoded by the agent, which needs ExaBGP 5.0.15 exactly: see
+  `agent.speaker.launcher`).
 
 Defaults worth knowing: ``holdTime`` 90 s, ``gracefulRestartSeconds`` 120 (0 turns the
 capability off), ``families`` the family of ``peerAddress``, ``port`` 179, active (we connect).
@@ -59,9 +62,14 @@ MD5_KEY_MAX = 80  # TCP_MD5SIG_MAXKEYLEN: the longest key the kernel takes
 class MaxPrefixAction(str, enum.Enum):
     WARN = "warn"  # log and count, keep accepting
     DISCARD_EXTRA = "discardExtra"  # keep the session, ignore prefixes beyond the limit
-    # close the session with Cease 6/1 (maximum number of prefixes reached). ExaBGP 5 sends the
-    # NOTIFICATION only when graceful restart was not negotiated; with it, it closes silently
+    # close the session with Cease 6/1 (maximum number of prefixes reached); sent with or without
+    # graceful restart (ExaBGP 5.0.15 alone closed silently with it: the launcher's teardown patch)
     TEARDOWN = "teardown"
+
+
+class UpdatesMode(str, enum.Enum):
+    JSON = "json"  # ExaBGP decodes every UPDATE and writes it as JSON
+    RAW = "raw"  # ExaBGP writes the UPDATE's bytes (hex), the agent decodes them; ExaBGP 5.0.15 only
 
 
 class MaxPrefixSpec(_Model):
@@ -327,6 +335,8 @@ class BgpSpeakerSpec(_Model):
     """TCP port ExaBGP listens on. Beside a BIRD on the same host, use another address or port."""
     interpreter: StrictStr = "auto"
     """Interpreter for ExaBGP: ``auto`` (pypy3 when it can import exabgp, else the agent's Python) or an absolute path."""
+    updates: UpdatesMode = UpdatesMode.JSON
+    """How received UPDATEs reach the agent: ``json`` (decoded by ExaBGP) or ``raw`` (undecoded, decoded by the agent; needs ExaBGP 5.0.15, refused otherwise)."""
 
     @model_validator(mode="after")
     def _rules(self) -> "BgpSpeakerSpec":

@@ -12,8 +12,8 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 `handle(event)` is called by the agent's core task for every speaker event and returns the
 `BgpOutput` (RIB updates, synced peers, timers). Side effects towards ExaBGP happen here:
 End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
-gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (ExaBGP sends it only without
-graceful restart), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
+gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (sent with graceful restart
+too: `agent.speaker.launcher`), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
 does not know: ExaBGP would reconnect at once, and a peer removed would get Cease 6/3 on each
 retry), and put back as configured after ``restartSeconds`` from the session down (never, without
 it, until the configuration changes). The deadline is the import stage's
@@ -32,7 +32,7 @@ only the re-announcement that follows `SpeakerRestarted`.
 The read-only views (peers, adverts, explanations) are `agent.daemon.bgp_views.BgpViews`.
 
 `reconfigure(config)` applies a reload: peers added or removed (ExaBGP reloads its configuration,
-other sessions stay up), policies and distances recompiled, and a route refresh asked from every
+other sessions stay up; a removed peer first gets Cease 6/3, see `Speaker.set_peers`), policies and distances recompiled, and a route refresh asked from every
 peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in).
 """
 
