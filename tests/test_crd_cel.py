@@ -134,6 +134,8 @@ def _peer(**spec) -> dict:
     ({"ebgpMultihop": 2, "peerAS": 65000}, "spec.ebgpMultihop"),
     ({"peerAS": 23456}, "spec"),
     ({"localAS": 23456}, "spec"),
+    ({"ttlSecurity": 1}, None),
+    ({"ttlSecurity": 1, "ebgpMultihop": 2}, "spec.ttlSecurity"),
     ({"nodeOverrides": [{"nodeName": "n1", "localAddress": "10.0.0.999"}]}, "spec.nodeOverrides[0].localAddress"),
 ])
 def test_bgppeer_rules_agree_with_the_model(spec, field):

@@ -154,6 +154,8 @@ class BgpPeerSpec(_Model):
             "ebgpMultihop applies to eBGP only (peerAS equals localAS)", field_path=".ebgpMultihop"),
         Cel("self.peerAS != 23456 && self.localAS != 23456",
             "AS 23456 is AS_TRANS (RFC 6793), not a usable AS number"),
+        Cel("!has(self.ttlSecurity) || !has(self.ebgpMultihop)",
+            "ttlSecurity and ebgpMultihop are exclusive", field_path=".ttlSecurity"),
     ))
 
     peer_address: IPAddress
