@@ -54,6 +54,7 @@ import sys
 from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
+from .batching import BATCH_EVENTS, BATCH_ROUTES, batches
 from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
 from .child import (
     LogPump, RuntimeDir, check_exabgp, default_runtime_dir, exit_status, resolve_interpreter, spawn,
@@ -68,14 +69,6 @@ log = logging.getLogger("agent.speaker")
 
 RELAY = str(Path(__file__).resolve().with_name("relay.py"))
 DECONFIGURE_WAIT = 10.0  # seconds to wait for the Cease 6/3 to a removed peer before the reload
-
-
-BATCH_EVENTS = 256  # events handed to the agent at once (see `Speaker.batches`)
-BATCH_ROUTES = 4096  # ... and about this many prefixes: the core loop's pass budget stays meaningful
-
-
-def _routes(event: Event) -> int:
-    return len(getattr(event, "announced", ())) + len(getattr(event, "withdrawn", ())) or 1
 
 
 class Speaker:
@@ -178,26 +171,10 @@ class Speaker:
                 return
             yield event
 
-    async def batches(self, max_events: int = BATCH_EVENTS, max_routes: int = BATCH_ROUTES
-                      ) -> AsyncIterator[tuple[Event, ...]]:
-        """Every event, in order, in tuples of what is already waiting (at least one; at most
-        `max_events` events or about `max_routes` prefixes), until the speaker is stopped: the
-        agent handles a burst of UPDATEs as one RIB change instead of one per UPDATE."""
-        queue = self.queue
-        while True:
-            event = await queue.get()
-            if event is None:
-                return
-            batch = [event]
-            routes = _routes(event)
-            while routes < max_routes and len(batch) < max_events and not queue.empty():
-                event = queue.get_nowait()
-                if event is None:
-                    yield tuple(batch)
-                    return
-                batch.append(event)
-                routes += _routes(event)
-            yield tuple(batch)
+    def batches(self, max_events: int = BATCH_EVENTS, max_routes: int = BATCH_ROUTES
+                ) -> AsyncIterator[tuple[Event, ...]]:
+        """Every event, in order, in tuples of what is already waiting: see `batching.batches`."""
+        return batches(self.queue, max_events, max_routes)
 
     async def wait_running(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self._connected.wait(), timeout)
