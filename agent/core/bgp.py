@@ -60,6 +60,9 @@ class PathAttrs:
     atomic_aggregate: bool = False
     originator_id: str | None = None
     cluster_list: tuple[str, ...] = ()
+    # members of AS_CONFED_SEQUENCE / AS_CONFED_SET segments, in order (RFC 5065: not part of the
+    # path length, so never in `as_path`); only the wire codec sees them, ExaBGP's JSON does not
+    confed_path: tuple[int, ...] = ()
 
 
 class Announced(NamedTuple):
@@ -163,6 +166,31 @@ class Ack:
     ok: bool
 
 
+class UpdateAction(str, enum.Enum):
+    """What RFC 7606 prescribes for a malformed UPDATE (strongest last)."""
+
+    ATTRIBUTE_DISCARD = "attribute-discard"  # the attribute dropped, the routes kept
+    TREAT_AS_WITHDRAW = "treat-as-withdraw"  # every prefix the UPDATE announced is withdrawn
+    SESSION_RESET = "session-reset"  # NOTIFICATION `code`/`subcode` (+ `data`) to the peer
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateError:
+    """The wire codec (`agent.speaker.wire`) found an UPDATE from `peer` malformed and applied
+    `action`; `reason` says what was wrong. `code`/`subcode` are the RFC 4271 NOTIFICATION error
+    (sent only for a session reset, with `data`); `family` is the family whose routes it concerned
+    when that is one family, else None. For a treat-as-withdraw the `RouteUpdate` that follows
+    already carries the withdrawals; for a session reset nothing of the UPDATE was used."""
+
+    peer: str
+    action: UpdateAction
+    reason: str
+    code: int = 3
+    subcode: int = 0
+    family: Family | None = None
+    data: bytes = b""
+
+
 @dataclass(frozen=True, slots=True)
 class SpeakerShutdown:
     """ExaBGP said it is shutting down (its last message to the API helper)."""
@@ -189,6 +217,7 @@ Event = (
     | Ack
     | SpeakerShutdown
     | SpeakerRestarted
+    | UpdateError
 )
 
 
@@ -271,5 +300,17 @@ class RequestRouteRefresh:
     peer: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SendNotification:
+    """Send `peer` a NOTIFICATION (`code`, `subcode`, `data`) and close the session: the RFC 7606
+    session reset of a malformed UPDATE (ExaBGP's ``neighbor PEER notify CODE SUBCODE [HEX]``,
+    registered by the raw-UPDATE launcher)."""
+
+    peer: str
+    code: int
+    subcode: int
+    data: bytes = b""
+
+
 Command = (AnnounceRoute | AnnounceAttributes | WithdrawRoute | WithdrawAttributes | AnnounceEor
-           | Teardown | RequestRouteRefresh)
+           | Teardown | RequestRouteRefresh | SendNotification)

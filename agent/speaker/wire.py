@@ -1,0 +1,347 @@
+"""The agent's own BGP UPDATE decoder: an UPDATE body in, the events of `agent.core.bgp` out.
+
+DOC: with the raw-UPDATE launcher ExaBGP hands every received UPDATE over undecoded, as the line
+``raw-update PEER CAPS HEX`` (`agent.speaker.codec` reads it); `WireDecoder.decode(peer, caps,
+body)` turns the body (the message after its 19-octet header) into exactly the events the JSON
+decoder gives for the same UPDATE: one `RouteUpdate` per family (IPv4 unicast from the classic
+fields and MP_REACH/MP_UNREACH, IPv6 unicast from MP_REACH/MP_UNREACH), or an `EndOfRib` (the
+empty UPDATE for IPv4, an MP_UNREACH_NLRI holding only its AFI/SAFI for that family). Other
+families are ignored. `caps` are the session's negotiated capabilities as bit flags: `CAP_ASN4`
+(AS numbers of 4 octets), `CAP_ADDPATH_V4` / `CAP_ADDPATH_V6` (ADD-PATH receive, RFC 7911: every
+NLRI carries a 4-octet path identifier), `CAP_EXTENDED` (extended messages, RFC 8654).
+
+Path identifiers are decoded (`nlri_entries`) and dropped at the event boundary: `Announced` has
+no path id yet (ADD-PATH through the RIB is later work), so two paths of one prefix arrive as two
+`Announced` of that prefix, as the JSON decoder gives them.
+
+IPv6 next hops (RFC 2545): 16 octets (global, or link-local alone: kept, the resolver binds it to
+the session's interface) or 32 (global then link-local): `Announced.next_hop` is the global one,
+`link_local` the link-local one, as the JSON decoder has them; a link-local part of all zeros
+is ignored, and an all-zero global part beside a link-local one makes the link-local the next hop.
+
+Errors (RFC 7606; the per-attribute rules are in `agent.speaker.wire_attrs`): a malformed UPDATE
+never raises, it gives an `UpdateError` (action, reason, NOTIFICATION code/subcode/data) before
+the route events. Session reset (nothing of the UPDATE is used): a withdrawn-routes or total
+path-attribute length overrunning the message (3/1), a malformed withdrawn-routes or NLRI field
+(3/10), MP_REACH_NLRI / MP_UNREACH_NLRI repeated (3/1), too short, with a next-hop length that
+is not 4 (IPv4) or 16/32 (IPv6) or malformed NLRI (3/9, the attribute as data; RFC 7606 3 j,
+7.11), an unrecognized well-known attribute (3/2), an UPDATE longer than 4096 octets without
+extended messages (1/2). Treat-as-withdraw (every announced prefix of the UPDATE is reported
+withdrawn): the attribute errors of `wire_attrs`, ORIGIN or AS_PATH missing while prefixes are
+announced, NEXT_HOP missing while the NLRI field is not empty (RFC 7606 3 d; 3/3), MP flag bits
+in conflict (3 c). A next hop that is not a usable address (0.0.0.0/8, loopback, multicast; for
+IPv6 ::, ::1, ff00::/8) withdraws the prefixes that use it (RFC 7606 7.3, 7.11). Host bits set in
+a prefix are cleared (BIRD and FRR do the same; ExaBGP keeps them and the JSON decoder then
+refused the whole line). Only the strongest action is reported, with the reasons of that level.
+
+Attribute sets are shared: the non-MP attribute bytes (an MP_REACH/MP_UNREACH first in the block,
+where RFC 7606 5.1 puts it, is cut off the key) map to a cached `AttrInfo`, and its `PathAttrs` is
+interned in a dict shared with the JSON decoder, so equal sets are one object whichever path
+decoded them. Both caches are bounded (cleared when full).
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+
+from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
+from ..core.model import Prefix
+from .wire_attrs import (
+    EMPTY, MP_UNREACH, NAMES, PRESENT_AS_PATH, PRESENT_NEXT_HOP, PRESENT_ORIGIN, RESET, WITHDRAW,
+    AttrInfo, martian_v4, parse_attributes,
+)
+
+V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
+CAP_ASN4, CAP_ADDPATH_V4, CAP_ADDPATH_V6, CAP_EXTENDED = 1, 2, 4, 8
+MAX_BODY, MAX_BODY_EXTENDED = 4096 - 19, 65535 - 19
+NOTIFY_DATA_MAX = 4096 - 21
+_ACTIONS = {1: UpdateAction.ATTRIBUTE_DISCARD, 2: UpdateAction.TREAT_AS_WITHDRAW, 3: UpdateAction.SESSION_RESET}
+
+_new_int = int.__new__
+_from_bytes = int.from_bytes
+_new_announced = functools.partial(tuple.__new__, Announced)
+_ntop = socket.inet_ntop
+_AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
+_V6_FLAG = 1 << 136
+# a prefix of n address octets: its Prefix value is (int(octets) << SHIFT[n]) | length, masked
+_SHIFT4 = tuple(40 - 8 * k for k in range(5))
+_MASK4 = tuple(((0xFFFFFFFF >> (32 - p) << (32 - p)) << 8) | 0xFF for p in range(33))
+_SHIFT6 = tuple(136 - 8 * k for k in range(17))
+_MASK6 = tuple(((((1 << 128) - 1) >> (128 - p) << (128 - p)) << 8) | 0xFF | _V6_FLAG for p in range(129))
+_ZERO16 = bytes(16)
+
+
+def prefixes(data: bytes, pos: int, end: int, v6: bool) -> list[Prefix] | None:
+    """The prefixes of an NLRI field ``data[pos:end]`` (no path ids); None if malformed (a length
+    over 32/128 or a prefix overrunning the field). Host bits are cleared."""
+    out: list[Prefix] = []
+    app = out.append
+    if v6:
+        top, shift, mask, flag = 128, _SHIFT6, _MASK6, _V6_FLAG
+    else:
+        top, shift, mask, flag = 32, _SHIFT4, _MASK4, 0
+    while pos < end:
+        plen = data[pos]
+        nxt = pos + 1 + ((plen + 7) >> 3)
+        if plen > top or nxt > end:
+            return None
+        app(_new_int(Prefix, ((_from_bytes(data[pos + 1:nxt]) << shift[nxt - pos - 1]) | plen | flag) & mask[plen]))
+        pos = nxt
+    return out
+
+
+def nlri_entries(data: bytes, pos: int, end: int, v6: bool, addpath: bool) -> list | None:
+    """``[(path_id, Prefix), ...]`` of an NLRI field (path_id None without ADD-PATH); None if malformed."""
+    if not addpath:
+        found = prefixes(data, pos, end, v6)
+        return None if found is None else [(None, p) for p in found]
+    out = []
+    while pos < end:
+        if end - pos < 5:
+            return None
+        path_id = _from_bytes(data[pos:pos + 4])
+        plen = data[pos + 4]
+        nxt = pos + 5 + ((plen + 7) >> 3)
+        if nxt > end:
+            return None
+        one = prefixes(data, pos + 4, nxt, v6)
+        if one is None:
+            return None
+        out.append((path_id, one[0]))
+        pos = nxt
+    return out
+
+
+def _nlri(data: bytes, pos: int, end: int, v6: bool, addpath: int) -> list[Prefix] | None:
+    if not addpath:
+        return prefixes(data, pos, end, v6)
+    found = nlri_entries(data, pos, end, v6, True)
+    return None if found is None else [p for _, p in found]  # path ids dropped here (see DOC)
+
+
+def _is_link_local(addr: bytes) -> bool:
+    return addr[0] == 0xFE and addr[1] & 0xC0 == 0x80
+
+
+def _martian_v6(addr: bytes) -> str | None:
+    if addr == _ZERO16:
+        return "is the unspecified address"
+    if addr == b"\0" * 15 + b"\1":
+        return "is the loopback address"
+    if addr[0] == 0xFF:
+        return "is a multicast address"
+    return None
+
+
+def _reset(peer: str, reason: str, code: int, subcode: int, data: bytes = b"",
+           family: Family | None = None) -> tuple[Event, ...]:
+    return (UpdateError(peer, UpdateAction.SESSION_RESET, reason, code, subcode, family,
+                        bytes(data[:NOTIFY_DATA_MAX])),)
+
+
+def _error_event(peer: str, errors: list, family: Family | None) -> UpdateError:
+    """One event for the strongest action among `errors` (RFC 7606 3 h)."""
+    level = max(e[0] for e in errors)
+    top = [e for e in errors if e[0] == level]
+    reason = "; ".join(dict.fromkeys(e[1] for e in top))
+    first = top[0]
+    fam = first[5] if len(first) > 5 else family
+    return UpdateError(peer, _ACTIONS[level], reason, first[2], first[3], fam, bytes(first[4][:NOTIFY_DATA_MAX]))
+
+
+class WireDecoder:
+    """Decodes UPDATE bodies (see the module DOC); keeps the bounded attribute caches."""
+
+    CACHE_SIZE = 4096
+
+    def __init__(self, shared_attrs: dict[PathAttrs, PathAttrs] | None = None) -> None:
+        self._values: dict[PathAttrs, PathAttrs] = {} if shared_attrs is None else shared_attrs
+        self._infos: tuple[dict[bytes, AttrInfo], dict[bytes, AttrInfo]] = ({}, {})  # by asn4
+        self._nexthops: dict[bytes, str] = {}
+
+    def decode(self, peer: str, caps: int, body: bytes) -> tuple[Event, ...]:
+        """The events of one UPDATE body from `peer`; never raises on malformed input."""
+        try:
+            return self._decode(peer, caps, body)
+        except Exception as exc:  # a bug of ours must not stop the reader: RFC 4271's answer
+            return _reset(peer, f"UPDATE not decodable ({exc!r})", 3, 0)
+
+    def _attr_info(self, block: bytes, start: int, asn4: int) -> tuple[AttrInfo, list | None]:
+        key = block[start:] if start else block
+        cache = self._infos[asn4]
+        info = cache.get(key)
+        if info is not None:
+            return info, None
+        info, mp = parse_attributes(block, start, bool(asn4))
+        attrs = info.attrs
+        if attrs is not None:
+            values = self._values
+            shared = values.get(attrs)
+            if shared is None:
+                if len(values) >= self.CACHE_SIZE:
+                    values.clear()
+                values[attrs] = shared = attrs
+            if shared is not attrs:
+                info = info._replace(attrs=shared)
+        if mp is None:  # the key holds no MP attribute: the same bytes mean the same set
+            if len(cache) >= self.CACHE_SIZE:
+                cache.clear()
+            cache[key] = info
+        return info, mp
+
+    def _nexthop6(self, raw: bytes) -> str:
+        text = self._nexthops.get(raw)
+        if text is None:
+            if len(self._nexthops) >= self.CACHE_SIZE:
+                self._nexthops.clear()
+            text = self._nexthops[raw] = _ntop(_AF_INET6, raw)
+        return text
+
+    def _decode(self, peer: str, caps: int, body: bytes) -> tuple[Event, ...]:
+        n = len(body)
+        if n > (MAX_BODY_EXTENDED if caps & CAP_EXTENDED else MAX_BODY):
+            return _reset(peer, f"UPDATE of {n + 19} octets without extended messages", 1, 2,
+                          (n + 19).to_bytes(2, "big"))
+        if n < 4:
+            return _reset(peer, f"UPDATE of {n + 19} octets: no room for its length fields", 3, 1)
+        wl = (body[0] << 8) | body[1]
+        if wl + 4 > n:
+            return _reset(peer, f"withdrawn routes length {wl} overruns the UPDATE", 3, 1)
+        al = (body[wl + 2] << 8) | body[wl + 3]
+        a0 = wl + 4
+        a1 = a0 + al
+        if a1 > n:
+            return _reset(peer, f"total path attribute length {al} overruns the UPDATE", 3, 1)
+        mp: list | None = None
+        if al:
+            block = body[a0:a1]
+            start = 0
+            if al >= 3 and (block[1] == 14 or block[1] == 15):  # MP first (RFC 7606 5.1): off the key
+                flags = block[0]
+                if flags & 0x10:
+                    ln, s = ((block[2] << 8) | block[3], 4) if al >= 4 else (al, al)
+                else:
+                    ln, s = block[2], 3
+                if s + ln <= al:
+                    start = s + ln
+                    mp = [(block[1], flags, s, start, 0)]
+                    if block[1] == MP_UNREACH and ln == 3 and start == al and not wl and a1 == n:
+                        family = _family(block, s)  # End-of-RIB (RFC 4724)
+                        return (EndOfRib(peer, family),) if family is not None else ()
+            info, more = self._attr_info(block, start, caps & CAP_ASN4)
+            if more:
+                mp = more if mp is None else mp + more
+        else:
+            if not wl and n == 4:
+                return (EndOfRib(peer, V4),)
+            block, info = b"", EMPTY
+        if info.level == RESET:
+            return (_error_event(peer, list(info.errors), None),)
+        addpath4 = caps & CAP_ADDPATH_V4
+        wd4 = _nlri(body, 2, 2 + wl, False, addpath4) if wl else []
+        if wd4 is None:
+            return _reset(peer, "malformed withdrawn routes field", 3, 10, family=V4)
+        an4 = _nlri(body, a1, n, False, addpath4) if a1 < n else []
+        if an4 is None:
+            return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
+        errors = list(info.errors) if info.errors else []
+        an6: list = []
+        wd6: list = []
+        mp_an4: list = []
+        nh4 = nh6 = ll6 = None
+        bad4 = bad6 = None
+        if mp:
+            if len(mp) > 1 and (sum(1 for m in mp if m[0] == 14) > 1 or sum(1 for m in mp if m[0] == 15) > 1):
+                return _reset(peer, "MP_REACH_NLRI or MP_UNREACH_NLRI more than once", 3, 1)
+            for t, flags, s, e, a in mp:
+                if flags & 0xC0 != 0x80:
+                    errors.append((WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
+                if e - s < (3 if t == MP_UNREACH else 5):
+                    return _reset(peer, f"{NAMES[t]} of {e - s} octets", 3, 9, block[a:e])
+                family = _family(block, s)
+                if family is None:
+                    continue  # a family the agent does not handle: ignored
+                v6 = family is V6
+                addpath = caps & (CAP_ADDPATH_V6 if v6 else CAP_ADDPATH_V4)
+                if t == MP_UNREACH:
+                    found = _nlri(block, s + 3, e, v6, addpath)
+                    if found is None:
+                        return _reset(peer, f"malformed NLRI in {NAMES[t]}", 3, 9, block[a:e], family)
+                    (wd6 if v6 else wd4).extend(found)
+                    continue
+                nhl = block[s + 3]
+                ns, ne = s + 4, s + 4 + nhl
+                if ne + 1 > e or nhl != 4 and not v6 or v6 and nhl != 16 and nhl != 32:
+                    return _reset(peer, f"{NAMES[t]} next hop of {nhl} octets for {family.value}", 3, 9,
+                                  block[a:e], family)
+                found = _nlri(block, ne + 1, e, v6, addpath)
+                if found is None:
+                    return _reset(peer, f"malformed NLRI in {NAMES[t]}", 3, 9, block[a:e], family)
+                if not v6:
+                    raw = block[ns:ne]
+                    nh4 = _ntop(_AF_INET, raw)
+                    why = martian_v4(raw)
+                    bad4 = f"MP_REACH_NLRI next hop {nh4} {why}" if why else None
+                    mp_an4 = found
+                    continue
+                glob, link = block[ns:ns + 16], (block[ns + 16:ne] if nhl == 32 else None)
+                if link is not None:
+                    if link == _ZERO16:
+                        link = None
+                    elif glob == _ZERO16:
+                        glob, link = link, None
+                    elif _is_link_local(glob):
+                        glob, link = (link, glob) if not _is_link_local(link) else (glob, None)
+                    elif not _is_link_local(link):
+                        link = None
+                    found = list(dict.fromkeys(found))  # as the JSON decoder, for two next hops
+                why = _martian_v6(glob)
+                nh6 = self._nexthop6(glob)
+                ll6 = self._nexthop6(link) if link is not None else None
+                bad6 = f"MP_REACH_NLRI next hop {nh6} {why}" if why else None
+                an6 = found
+        if an4 or mp_an4 or an6:
+            present = info.present
+            missing = [name for bit, name in ((PRESENT_ORIGIN, "ORIGIN"), (PRESENT_AS_PATH, "AS_PATH"))
+                       if not present & bit]
+            if an4 and not present & PRESENT_NEXT_HOP:
+                missing.append("NEXT_HOP")
+            if missing:
+                errors.append((WITHDRAW, f"missing well-known attribute {', '.join(missing)}", 3, 3,
+                               bytes([{"ORIGIN": 1, "AS_PATH": 2, "NEXT_HOP": 3}[missing[0]]])))
+        families = (V4 if an4 or mp_an4 or wd4 else None, V6 if an6 or wd6 else None)
+        single = families[0] if families[1] is None else families[1] if families[0] is None else None
+        attrs = info.attrs
+        if errors and max(e[0] for e in errors) >= WITHDRAW:
+            wd4 = wd4 + an4 + mp_an4
+            wd6 = wd6 + an6
+            an4 = mp_an4 = an6 = []
+        else:
+            if an4 and info.next_hop_error:
+                errors.append((WITHDRAW, info.next_hop_error, 3, 8, b"", V4))
+                wd4, an4 = wd4 + an4, []
+            if mp_an4 and bad4:
+                errors.append((WITHDRAW, bad4, 3, 8, b"", V4))
+                wd4, mp_an4 = wd4 + mp_an4, []
+            if an6 and bad6:
+                errors.append((WITHDRAW, bad6, 3, 8, b"", V6))
+                wd6, an6 = wd6 + an6, []
+        out: list[Event] = [_error_event(peer, errors, single)] if errors else []
+        if an4 or mp_an4 or wd4:
+            nh = info.next_hop
+            routes = [_new_announced((p, nh, attrs, None)) for p in an4]
+            if mp_an4:
+                routes += [_new_announced((p, nh4, attrs, None)) for p in mp_an4]
+            out.append(RouteUpdate(peer, V4, tuple(routes), tuple(wd4)))
+        if an6 or wd6:
+            out.append(RouteUpdate(peer, V6, tuple([_new_announced((p, nh6, attrs, ll6)) for p in an6]),
+                                   tuple(wd6)))
+        return tuple(out)
+
+
+def _family(block: bytes, s: int) -> Family | None:
+    """The family of an MP attribute whose value starts at `s` (AFI 2 octets, SAFI 1)."""
+    if block[s + 2] != 1 or block[s]:
+        return None
+    return V4 if block[s + 1] == 1 else V6 if block[s + 1] == 2 else None
