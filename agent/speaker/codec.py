@@ -103,7 +103,7 @@ class Decoder:
     def __init__(self) -> None:
         self._peers: dict[str | bytes, str] = {}
         self._attrs: dict[PathAttrs, PathAttrs] = {}
-        self.wire = WireDecoder(self._attrs)  # one attribute-set cache for both paths
+        self.wire = WireDecoder()  # raw-update lines
 
     def decode(self, line: str | bytes) -> tuple[Event, ...]:
         if isinstance(line, bytes):

@@ -42,14 +42,14 @@ decoded them. Both caches are bounded (cleared when full).
 
 from __future__ import annotations
 
-import functools
 import socket
+import struct
 
 from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
 from ..core.model import Prefix
 from .wire_attrs import (
     EMPTY, MP_UNREACH, NAMES, PRESENT_AS_PATH, PRESENT_NEXT_HOP, PRESENT_ORIGIN, RESET, WITHDRAW,
-    AttrInfo, martian_v4, parse_attributes,
+    AttrInfo, frozen_builder, martian_v4, parse_attributes,
 )
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
@@ -60,7 +60,6 @@ _ACTIONS = {1: UpdateAction.ATTRIBUTE_DISCARD, 2: UpdateAction.TREAT_AS_WITHDRAW
 
 _new_int = int.__new__
 _from_bytes = int.from_bytes
-_new_announced = functools.partial(tuple.__new__, Announced)
 _ntop = socket.inet_ntop
 _AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
 _V6_FLAG = 1 << 136
@@ -70,25 +69,54 @@ _MASK4 = tuple(((0xFFFFFFFF >> (32 - p) << (32 - p)) << 8) | 0xFF for p in range
 _SHIFT6 = tuple(136 - 8 * k for k in range(17))
 _MASK6 = tuple(((((1 << 128) - 1) >> (128 - p) << (128 - p)) << 8) | 0xFF | _V6_FLAG for p in range(129))
 _ZERO16 = bytes(16)
+_U32 = struct.Struct(">I").unpack_from
+_new_tuple = tuple.__new__
+_new_route_update = frozen_builder(RouteUpdate)
 
 
 def prefixes(data: bytes, pos: int, end: int, v6: bool) -> list[Prefix] | None:
     """The prefixes of an NLRI field ``data[pos:end]`` (no path ids); None if malformed (a length
     over 32/128 or a prefix overrunning the field). Host bits are cleared."""
+    if pos >= end:
+        return []
+    if not v6:
+        plen = data[pos]
+        if 16 < plen <= 32 and end - pos >= 64:  # many /17../32 prefixes of one length: by columns
+            step = 4 if plen <= 24 else 5
+            size = end - pos
+            if not size % step and data[pos:end:step] == bytes((plen,)) * (size // step):
+                cols = [data[pos + k:end:step] for k in range(1, step)]
+                mask = _MASK4[plen]
+                if step == 4:
+                    return [_new_int(Prefix, ((a << 32) | (b << 24) | (c << 16) | plen) & mask)
+                            for a, b, c in zip(*cols)]
+                return [_new_int(Prefix, ((a << 32) | (b << 24) | (c << 16) | (d << 8) | plen) & mask)
+                        for a, b, c, d in zip(*cols)]
     out: list[Prefix] = []
     app = out.append
     if v6:
-        top, shift, mask, flag = 128, _SHIFT6, _MASK6, _V6_FLAG
-    else:
-        top, shift, mask, flag = 32, _SHIFT4, _MASK4, 0
+        while pos < end:
+            plen = data[pos]
+            nxt = pos + 1 + ((plen + 7) >> 3)
+            if plen > 128 or nxt > end:
+                return None
+            app(_new_int(Prefix, ((_from_bytes(data[pos + 1:nxt]) << _SHIFT6[nxt - pos - 1]) | plen | _V6_FLAG)
+                         & _MASK6[plen]))
+            pos = nxt
+        return out
+    limit = len(data) - 4  # _U32 reads 4 octets: the last entries of the buffer are sliced
     while pos < end:
         plen = data[pos]
-        nxt = pos + 1 + ((plen + 7) >> 3)
-        if plen > top or nxt > end:
+        if plen > 32:
             return None
-        app(_new_int(Prefix, ((_from_bytes(data[pos + 1:nxt]) << shift[nxt - pos - 1]) | plen | flag) & mask[plen]))
-        pos = nxt
-    return out
+        if pos < limit:
+            value = _U32(data, pos + 1)[0]
+        else:
+            tail = data[pos + 1:pos + 5]
+            value = _from_bytes(tail + bytes(4 - len(tail)))
+        app(_new_int(Prefix, ((value << 8) | plen) & _MASK4[plen]))
+        pos += 1 + ((plen + 7) >> 3)
+    return out if pos == end else None
 
 
 def nlri_entries(data: bytes, pos: int, end: int, v6: bool, addpath: bool) -> list | None:
@@ -155,8 +183,8 @@ class WireDecoder:
 
     CACHE_SIZE = 4096
 
-    def __init__(self, shared_attrs: dict[PathAttrs, PathAttrs] | None = None) -> None:
-        self._values: dict[PathAttrs, PathAttrs] = {} if shared_attrs is None else shared_attrs
+    def __init__(self) -> None:
+        self._values: dict[tuple, PathAttrs] = {}  # field values -> the one PathAttrs with them
         self._infos: tuple[dict[bytes, AttrInfo], dict[bytes, AttrInfo]] = ({}, {})  # by asn4
         self._nexthops: dict[bytes, str] = {}
 
@@ -168,22 +196,16 @@ class WireDecoder:
             return _reset(peer, f"UPDATE not decodable ({exc!r})", 3, 0)
 
     def _attr_info(self, block: bytes, start: int, asn4: int) -> tuple[AttrInfo, list | None]:
+        """The AttrInfo of ``block[start:]`` (cached by those bytes when they hold no MP attribute)
+        and the MP attributes found there."""
         key = block[start:] if start else block
         cache = self._infos[asn4]
         info = cache.get(key)
         if info is not None:
             return info, None
-        info, mp = parse_attributes(block, start, bool(asn4))
-        attrs = info.attrs
-        if attrs is not None:
-            values = self._values
-            shared = values.get(attrs)
-            if shared is None:
-                if len(values) >= self.CACHE_SIZE:
-                    values.clear()
-                values[attrs] = shared = attrs
-            if shared is not attrs:
-                info = info._replace(attrs=shared)
+        if len(self._values) >= self.CACHE_SIZE:
+            self._values.clear()
+        info, mp = parse_attributes(block, start, bool(asn4), self._values)
         if mp is None:  # the key holds no MP attribute: the same bytes mean the same set
             if len(cache) >= self.CACHE_SIZE:
                 cache.clear()
@@ -200,44 +222,59 @@ class WireDecoder:
 
     def _decode(self, peer: str, caps: int, body: bytes) -> tuple[Event, ...]:
         n = len(body)
-        if n > (MAX_BODY_EXTENDED if caps & CAP_EXTENDED else MAX_BODY):
+        if n < 4 or n > MAX_BODY and (n > MAX_BODY_EXTENDED or not caps & CAP_EXTENDED):
+            if n < 4:
+                return _reset(peer, f"UPDATE of {n + 19} octets: no room for its length fields", 3, 1)
             return _reset(peer, f"UPDATE of {n + 19} octets without extended messages", 1, 2,
                           (n + 19).to_bytes(2, "big"))
-        if n < 4:
-            return _reset(peer, f"UPDATE of {n + 19} octets: no room for its length fields", 3, 1)
         wl = (body[0] << 8) | body[1]
         if wl + 4 > n:
             return _reset(peer, f"withdrawn routes length {wl} overruns the UPDATE", 3, 1)
         al = (body[wl + 2] << 8) | body[wl + 3]
-        a0 = wl + 4
-        a1 = a0 + al
+        a1 = wl + 4 + al
         if a1 > n:
             return _reset(peer, f"total path attribute length {al} overruns the UPDATE", 3, 1)
-        mp: list | None = None
-        if al:
-            block = body[a0:a1]
-            start = 0
-            if al >= 3 and (block[1] == 14 or block[1] == 15):  # MP first (RFC 7606 5.1): off the key
-                flags = block[0]
-                if flags & 0x10:
-                    ln, s = ((block[2] << 8) | block[3], 4) if al >= 4 else (al, al)
-                else:
-                    ln, s = block[2], 3
-                if s + ln <= al:
-                    start = s + ln
-                    mp = [(block[1], flags, s, start, 0)]
-                    if block[1] == MP_UNREACH and ln == 3 and start == al and not wl and a1 == n:
-                        family = _family(block, s)  # End-of-RIB (RFC 4724)
-                        return (EndOfRib(peer, family),) if family is not None else ()
-            info, more = self._attr_info(block, start, caps & CAP_ASN4)
-            if more:
-                mp = more if mp is None else mp + more
-        else:
+        if not al:
             if not wl and n == 4:
                 return (EndOfRib(peer, V4),)
-            block, info = b"", EMPTY
+            return self._general(peer, caps, body, wl, a1, b"", EMPTY, None)
+        block = body[wl + 4:a1]
+        if al >= 3 and (block[1] == 14 or block[1] == 15):  # MP first (RFC 7606 5.1): off the key
+            flags = block[0]
+            if flags & 0x10:
+                ln, s = ((block[2] << 8) | block[3], 4) if al >= 4 else (al, al)
+            else:
+                ln, s = block[2], 3
+            if s + ln <= al:
+                if block[1] == MP_UNREACH and ln == 3 and s + ln == al and not wl and a1 == n:
+                    family = _family(block, s)  # End-of-RIB (RFC 4724)
+                    return (EndOfRib(peer, family),) if family is not None else ()
+                info, more = self._attr_info(block, s + ln, caps & CAP_ASN4)
+                mp = [(block[1], flags, s, s + ln, 0)]
+                return self._general(peer, caps, body, wl, a1, block, info, mp + more if more else mp)
+        info, mp = self._attr_info(block, 0, caps & CAP_ASN4)
+        attrs = info.attrs
+        if mp or wl or info.errors or attrs is None or info.present != 7 or info.next_hop_error:
+            return self._general(peer, caps, body, wl, a1, block, info, mp)
+        if a1 == n:
+            return ()  # attributes and nothing else
+        # the common case: IPv4 prefixes announced with a good attribute set
+        nh = info.next_hop
+        plen = body[a1]
+        if a1 + 1 + ((plen + 7) >> 3) == n and plen <= 32 and not caps & CAP_ADDPATH_V4:  # one prefix
+            prefix = _new_int(Prefix, ((_from_bytes(body[a1 + 1:]) << _SHIFT4[n - a1 - 1]) | plen) & _MASK4[plen])
+            return (_new_route_update(peer, V4, (_new_tuple(Announced, (prefix, nh, attrs, None)),), ()),)
+        found = _nlri(body, a1, n, False, caps & CAP_ADDPATH_V4)
+        if found is None:
+            return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
+        return (_new_route_update(peer, V4, tuple([_new_tuple(Announced, (p, nh, attrs, None)) for p in found]), ()),)
+
+    def _general(self, peer: str, caps: int, body: bytes, wl: int, a1: int, block: bytes,
+                 info: AttrInfo, mp: list | None) -> tuple[Event, ...]:
+        """Any UPDATE: withdrawals, MP attributes, errors (see the module DOC)."""
         if info.level == RESET:
             return (_error_event(peer, list(info.errors), None),)
+        n = len(body)
         addpath4 = caps & CAP_ADDPATH_V4
         wd4 = _nlri(body, 2, 2 + wl, False, addpath4) if wl else []
         if wd4 is None:
@@ -330,13 +367,13 @@ class WireDecoder:
         out: list[Event] = [_error_event(peer, errors, single)] if errors else []
         if an4 or mp_an4 or wd4:
             nh = info.next_hop
-            routes = [_new_announced((p, nh, attrs, None)) for p in an4]
+            routes = [_new_tuple(Announced, (p, nh, attrs, None)) for p in an4]
             if mp_an4:
-                routes += [_new_announced((p, nh4, attrs, None)) for p in mp_an4]
-            out.append(RouteUpdate(peer, V4, tuple(routes), tuple(wd4)))
+                routes += [_new_tuple(Announced, (p, nh4, attrs, None)) for p in mp_an4]
+            out.append(_new_route_update(peer, V4, tuple(routes), tuple(wd4)))
         if an6 or wd6:
-            out.append(RouteUpdate(peer, V6, tuple([_new_announced((p, nh6, attrs, ll6)) for p in an6]),
-                                   tuple(wd6)))
+            out.append(_new_route_update(peer, V6, tuple([_new_tuple(Announced, (p, nh6, attrs, ll6)) for p in an6]),
+                                         tuple(wd6)))
         return tuple(out)
 
 

@@ -46,6 +46,8 @@ them). AGGREGATOR is validated and dropped (PathAttrs has no field for it).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import socket
 import struct
 from typing import NamedTuple
@@ -100,7 +102,24 @@ class AttrInfo(NamedTuple):
     errors: tuple  # (level, reason, code, subcode, data), in the order met
 
 
+def frozen_builder(cls):
+    """A positional constructor of the frozen, slotted dataclass `cls` that sets the slots
+    through their descriptors: the generated ``__init__`` goes through ``object.__setattr__``
+    by name for every field, which for `PathAttrs` cost as much as parsing all its attributes.
+    Same object (tests compare it with the generated constructor); `cls` must have no
+    ``__post_init__``."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    assert not hasattr(cls, "__post_init__") and all(f.init for f in dataclasses.fields(cls))
+    env = {"new": object.__new__, "cls": cls}
+    env.update({f"set_{n}": cls.__dict__[n].__set__ for n in names})
+    body = "".join(f"    set_{n}(o, {n})\n" for n in names)
+    exec(f"def build({', '.join(names)}):\n    o = new(cls)\n{body}    return o\n", env)  # noqa: S102
+    return env["build"]
+
+
+new_path_attrs = frozen_builder(PathAttrs)
 EMPTY = AttrInfo(None, None, None, 0, 0, ())
+_new_info = functools.partial(tuple.__new__, AttrInfo)
 
 
 def martian_v4(addr: bytes) -> str | None:
@@ -198,45 +217,100 @@ def _large(raw: bytes) -> tuple[str, ...]:
     return tuple([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
 
 
+def _extended(raw: bytes) -> tuple[str, ...]:
+    return tuple([ext_text(c) for c in sorted(raw[j:j + 8] for j in range(0, len(raw), 8))])
+
+
 def _addresses(raw: bytes) -> tuple[str, ...]:
     return tuple([_ntop(_AF_INET, raw[i:i + 4]) for i in range(0, len(raw), 4)])
+
+
+def _as_path2(raw: bytes) -> tuple | bool:
+    """``(segments, flattened)`` of an AS_PATH value of a 2-octet session; False if malformed."""
+    segs = segments(raw, 0, len(raw), 2)
+    return False if segs is None else (segs, flatten(segs))
+
+
+def _as_path4(raw: bytes) -> tuple | bool:
+    segs = segments(raw, 0, len(raw), 4)
+    return False if segs is None else (segs, flatten(segs))
+
+
+def _next_hop(raw: bytes) -> tuple[str, str | None]:
+    text = _ntop(_AF_INET, raw)
+    why = martian_v4(raw)
+    return text, (f"NEXT_HOP {text} {why}" if why else None)
+
+
+# Memos of decoded values by their octets: values repeat across UPDATEs far more than whole
+# attribute sets do (one MED per route, the same AS paths, next hops and communities). Pure
+# memoisation, bounded: a memo is cleared when full.
+MEMO_SIZE = 1 << 14
+_PATHS2: dict = {}
+_PATHS4: dict = {}
+_NEXT_HOPS: dict = {}
+_COMMS: dict = {}
+_LARGE: dict = {}
+_EXT: dict = {}
+_CLUSTERS: dict = {}
+
+
+def clear_memos() -> None:
+    """Forget every memoised value (benchmarks start cold with it)."""
+    for memo in (_PATHS2, _PATHS4, _NEXT_HOPS, _COMMS, _LARGE, _EXT, _CLUSTERS):
+        memo.clear()
+
+
+def _cached(memo: dict, build, raw: bytes):
+    value = memo.get(raw)
+    if value is None:
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        value = memo[raw] = build(raw)
+    return value
 
 
 def _len_error(name: str, ln: int, want: str, level: int = WITHDRAW) -> tuple:
     return (level, f"{name} of {ln} octets (expected {want})", 3, 5, b"")
 
 
-def parse_attributes(block: bytes, start: int, asn4: bool) -> tuple[AttrInfo, list | None]:
-    """Parse ``block[start:]`` (see the module DOC). Never raises on malformed input."""
-    errors: list = []
+def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None = None
+                     ) -> tuple[AttrInfo, list | None]:
+    """Parse ``block[start:]`` (see the module DOC). Never raises on malformed input. `values`
+    interns the `PathAttrs` (field values -> the one object with them; bounded by the caller)."""
+    errors: list | None = None
     mp = None
     i, n = start, len(block)
     seen = present = 0
     origin = 0
-    segs = segs4 = next_hop = med = local_pref = originator = agg = agg4 = None
-    comms = large = ext = cluster = None
+    path = path4 = next_hop = med = local_pref = originator = agg = agg4 = None
+    comms = large = ext = cluster = ()
     atomic = False
     while i < n:
         if n - i < 3:
-            errors.append((WITHDRAW, f"{n - i} octets left after the last path attribute", 3, 1, b""))
+            errors = _add(errors, (WITHDRAW, f"{n - i} octets left after the last path attribute", 3, 1, b""))
             break
-        flags, t = block[i], block[i + 1]
+        flags = block[i]
+        t = block[i + 1]
         if flags & 0x10:
             if n - i < 4:
-                errors.append((WITHDRAW, "3 octets left after the last path attribute", 3, 1, b""))
+                errors = _add(errors, (WITHDRAW, "3 octets left after the last path attribute", 3, 1, b""))
                 break
-            ln, s = (block[i + 2] << 8) | block[i + 3], i + 4
+            ln = (block[i + 2] << 8) | block[i + 3]
+            s = i + 4
         else:
-            ln, s = block[i + 2], i + 3
+            ln = block[i + 2]
+            s = i + 3
         e = s + ln
         if e > n:
             name = NAMES.get(t, f"attribute {t}")
             if t == MP_REACH or t == MP_UNREACH:  # its NLRI cannot be found: RFC 7606 3 j
-                errors.append((RESET, f"{name} length {ln} overruns the path attributes", 3, 5, b""))
-                return _info(None, None, None, 0, errors), [None]
-            errors.append((WITHDRAW, f"{name} length {ln} overruns the path attributes", 3, 5, b""))
+                errors = _add(errors, (RESET, f"{name} length {ln} overruns the path attributes", 3, 5, b""))
+                return _info(errors), [None]
+            errors = _add(errors, (WITHDRAW, f"{name} length {ln} overruns the path attributes", 3, 5, b""))
             break
-        a0, i = i, e
+        a0 = i
+        i = e
         if t == MP_REACH or t == MP_UNREACH:
             if mp is None:
                 mp = []
@@ -244,113 +318,124 @@ def parse_attributes(block: bytes, start: int, asn4: bool) -> tuple[AttrInfo, li
             continue
         bit = 1 << t
         if seen & bit:
-            errors.append((DISCARD, f"repeated {NAMES.get(t, f'attribute {t}')} discarded", 3, 1, b""))
+            errors = _add(errors, (DISCARD, f"repeated {NAMES.get(t, f'attribute {t}')} discarded", 3, 1, b""))
             continue
         seen |= bit
         if t <= 3:  # ORIGIN, AS_PATH, NEXT_HOP: present (malformed or not) for RFC 7606 3 d
-            present |= 1 << (t - 1)
+            present |= bit >> 1
         want = _FLAGS[t]
-        if want < 0:
-            if not flags & 0x80:  # RFC 4271 6.3: the data is the whole attribute
-                errors.append((RESET, f"unrecognized well-known attribute {t}", 3, 2, block[a0:e]))
-                return _info(None, None, None, 0, errors), mp
-            continue  # unknown optional attribute, transitive or not: ignored
         if flags & 0xC0 != want:
-            errors.append((WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
+            if want < 0:
+                if not flags & 0x80:  # RFC 4271 6.3: the data is the whole attribute
+                    errors = _add(errors, (RESET, f"unrecognized well-known attribute {t}", 3, 2, block[a0:e]))
+                    return _info(errors), mp
+                continue  # unknown optional attribute, transitive or not: ignored
+            errors = _add(errors, (WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
             continue
         if t == 1:
             if ln == 1 and block[s] <= 2:
                 origin = block[s]
             else:
-                errors.append(_len_error("ORIGIN", ln, "1") if ln != 1 else
+                errors = _add(errors, _len_error("ORIGIN", ln, "1") if ln != 1 else
                               (WITHDRAW, f"ORIGIN value {block[s]} undefined", 3, 6, b""))
         elif t == 2:
-            segs = segments(block, s, e, 4 if asn4 else 2)
-            if segs is None:
-                errors.append((WITHDRAW, "malformed AS_PATH", 3, 11, b""))
+            if ln:
+                raw = block[s:e]
+                path = (_PATHS4 if asn4 else _PATHS2).get(raw)
+                if path is None:
+                    path = _cached(_PATHS4, _as_path4, raw) if asn4 else _cached(_PATHS2, _as_path2, raw)
+                if path is False:
+                    errors = _add(errors, (WITHDRAW, "malformed AS_PATH", 3, 11, b""))
         elif t == 3:
             if ln == 4:
-                next_hop = block[s:e]
+                raw = block[s:e]
+                next_hop = _NEXT_HOPS.get(raw) or _cached(_NEXT_HOPS, _next_hop, raw)
             else:
-                errors.append(_len_error("NEXT_HOP", ln, "4"))
-        elif t == 5 or t == 4:
-            if ln == 4:
-                if t == 5:
-                    local_pref = _from_bytes(block[s:e])
-                else:
-                    med = _from_bytes(block[s:e])
+                errors = _add(errors, _len_error("NEXT_HOP", ln, "4"))
+        elif t == 4 or t == 5:
+            if ln != 4:
+                errors = _add(errors, _len_error(NAMES[t], ln, "4"))
+            elif t == 4:
+                med = _from_bytes(block[s:e])
             else:
-                errors.append(_len_error(NAMES[t], ln, "4"))
-        elif t == 8 or t == 10:
+                local_pref = _from_bytes(block[s:e])
+        elif t == 8:
             if ln and not ln & 3:
-                if t == 8:
-                    comms = block[s:e]
-                else:
-                    cluster = block[s:e]
+                raw = block[s:e]
+                comms = _COMMS.get(raw) or _cached(_COMMS, _communities, raw)
             else:
-                errors.append(_len_error(NAMES[t], ln, "a non-zero multiple of 4"))
+                errors = _add(errors, _len_error("COMMUNITIES", ln, "a non-zero multiple of 4"))
         elif t == 32:
             if ln and not ln % 12:
-                large = block[s:e]
+                large = _cached(_LARGE, _large, block[s:e])
             else:
-                errors.append(_len_error("LARGE_COMMUNITY", ln, "a non-zero multiple of 12"))
+                errors = _add(errors, _len_error("LARGE_COMMUNITY", ln, "a non-zero multiple of 12"))
         elif t == 16:
             if ln and not ln & 7:
-                ext = block[s:e]
+                ext = _cached(_EXT, _extended, block[s:e])
             else:
-                errors.append(_len_error("EXTENDED_COMMUNITIES", ln, "a non-zero multiple of 8"))
+                errors = _add(errors, _len_error("EXTENDED_COMMUNITIES", ln, "a non-zero multiple of 8"))
+        elif t == 10:
+            if ln and not ln & 3:
+                cluster = _cached(_CLUSTERS, _addresses, block[s:e])
+            else:
+                errors = _add(errors, _len_error("CLUSTER_LIST", ln, "a non-zero multiple of 4"))
         elif t == 9:
             if ln == 4:
                 originator = _ntop(_AF_INET, block[s:e])
             else:
-                errors.append(_len_error("ORIGINATOR_ID", ln, "4"))
+                errors = _add(errors, _len_error("ORIGINATOR_ID", ln, "4"))
         elif t == 6:
             if ln:
-                errors.append(_len_error("ATOMIC_AGGREGATE", ln, "0", DISCARD))
+                errors = _add(errors, _len_error("ATOMIC_AGGREGATE", ln, "0", DISCARD))
             else:
                 atomic = True
         elif t == 7:
             if ln == (8 if asn4 else 6):
                 agg = _from_bytes(block[s:e - 4])
             else:
-                errors.append(_len_error("AGGREGATOR", ln, "8" if asn4 else "6", DISCARD))
+                errors = _add(errors, _len_error("AGGREGATOR", ln, "8" if asn4 else "6", DISCARD))
         elif t == 17:
             if not asn4:
-                segs4 = segments(block, s, e, 4)
-                if segs4 is None:
-                    errors.append((DISCARD, "malformed AS4_PATH", 3, 11, b""))
+                path4 = segments(block, s, e, 4) if ln else None
+                if path4 is None:
+                    errors = _add(errors, (DISCARD, "malformed AS4_PATH", 3, 11, b""))
         elif t == 18:
             if not asn4:
                 if ln == 8:
                     agg4 = _from_bytes(block[s:s + 4])
                 else:
-                    errors.append(_len_error("AS4_AGGREGATOR", ln, "8", DISCARD))
+                    errors = _add(errors, _len_error("AS4_AGGREGATOR", ln, "8", DISCARD))
         elif t == 25:
             if not ln or ln % 20:
-                errors.append(_len_error("IPV6_EXTENDED_COMMUNITIES", ln, "a non-zero multiple of 20"))
-    level = max(e[0] for e in errors) if errors else 0
-    nh_text = nh_error = None
-    if next_hop is not None:
-        nh_text = _ntop(_AF_INET, next_hop)
-        why = martian_v4(next_hop)
-        if why is not None:
-            nh_error = f"NEXT_HOP {nh_text} {why}"
+                errors = _add(errors, _len_error("IPV6_EXTENDED_COMMUNITIES", ln, "a non-zero multiple of 20"))
+    level = max([e[0] for e in errors]) if errors else 0
+    nh_text, nh_error = next_hop if next_hop is not None else (None, None)
     if level >= WITHDRAW:
-        return AttrInfo(None, nh_text, nh_error, present, level, tuple(errors)), mp
-    if segs4 and segs is not None and not (agg is not None and agg4 is not None and agg != AS_TRANS):
-        segs = merge_as4(segs, segs4)
-    as_path, as_set, confed = flatten(segs) if segs else ((), False, ())
-    attrs = PathAttrs(
-        _ORIGINS[origin], as_path, as_set, med, local_pref,
-        _communities(comms) if comms else (),
-        _large(large) if large else (),
-        tuple([ext_text(c) for c in sorted(ext[j:j + 8] for j in range(0, len(ext), 8))]) if ext else (),
-        atomic, originator,
-        _addresses(cluster) if cluster else (),
-        confed,
-    )
-    return AttrInfo(attrs, nh_text, nh_error, present, level, tuple(errors)), mp
+        return _new_info((None, nh_text, nh_error, present, level, tuple(errors))), mp
+    if path:
+        if path4 and not (agg is not None and agg4 is not None and agg != AS_TRANS):
+            as_path, as_set, confed = flatten(merge_as4(path[0], path4))
+        else:
+            as_path, as_set, confed = path[1]
+    else:
+        as_path, as_set, confed = (), False, ()
+    key = (origin, as_path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed)
+    attrs = values.get(key) if values is not None else None
+    if attrs is None:
+        attrs = new_path_attrs(_ORIGINS[origin], as_path, as_set, med, local_pref, comms, large, ext, atomic,
+                               originator, cluster, confed)
+        if values is not None:
+            values[key] = attrs
+    return _new_info((attrs, nh_text, nh_error, present, level, tuple(errors) if errors else ())), mp
 
 
-def _info(attrs, nh, nh_error, present, errors) -> AttrInfo:
-    return AttrInfo(attrs, nh, nh_error, present, max(e[0] for e in errors), tuple(errors))
+def _add(errors: list | None, error: tuple) -> list:
+    if errors is None:
+        return [error]
+    errors.append(error)
+    return errors
+
+
+def _info(errors: list) -> AttrInfo:
+    return AttrInfo(None, None, None, 0, max(e[0] for e in errors), tuple(errors))
