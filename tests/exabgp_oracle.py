@@ -5,8 +5,8 @@ DOC: `exabgp_events(body, caps)` does to an UPDATE body what the JSON path does 
 the treat-as-withdraw flip of ``reactor/protocol.py`` (its NLRI become withdrawals), the JSON
 ExaBGP writes to the API (`Response.JSON.update`), then the agent's JSON `Decoder`. The result
 is the tuple of events the agent gets today, or `Refused(code, subcode)` when ExaBGP answers with
-a NOTIFICATION (a session reset), or `Crashed(exc)` when its decoder raises anything else
-(ExaBGP then sends 1/0).
+a NOTIFICATION (a session reset), `Crashed(exc)` when its decoder raises anything else
+(ExaBGP then sends 1/0), or `Dropped(error)` when the agent's JSON decoder refuses the line.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from exabgp.protocol.family import AFI, SAFI  # noqa: E402
 from exabgp.reactor.api.response import Response  # noqa: E402
 from exabgp.version import json as json_version  # noqa: E402
 
-from agent.speaker.codec import Decoder  # noqa: E402
+from agent.speaker.codec import CodecError, Decoder  # noqa: E402
 
 log.init(getenv())
 
@@ -54,6 +54,13 @@ class Refused:
 
 @dataclass(frozen=True)
 class Crashed:
+    error: str
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """The JSON decoder refused ExaBGP's line (`CodecError`): the channel logs and drops it."""
+
     error: str
 
 
@@ -85,4 +92,7 @@ def exabgp_events(body: bytes, caps: int = 1, decoder: Decoder | None = None):
         for nlri in message.nlris:
             nlri.action = Action.WITHDRAW
     line = JSON.update(NEIGHBOR, "receive", message, None, b"", b"")
-    return (decoder or Decoder()).decode(line)
+    try:
+        return (decoder or Decoder()).decode(line)
+    except CodecError as exc:
+        return Dropped(str(exc)[:200])

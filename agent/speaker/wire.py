@@ -21,23 +21,27 @@ is ignored, and an all-zero global part beside a link-local one makes the link-l
 
 Errors (RFC 7606; the per-attribute rules are in `agent.speaker.wire_attrs`): a malformed UPDATE
 never raises, it gives an `UpdateError` (action, reason, NOTIFICATION code/subcode/data) before
-the route events. Session reset (nothing of the UPDATE is used): a withdrawn-routes or total
-path-attribute length overrunning the message (3/1), a malformed withdrawn-routes or NLRI field
-(3/10), MP_REACH_NLRI / MP_UNREACH_NLRI repeated (3/1), too short, with a next-hop length that
-is not 4 (IPv4) or 16/32 (IPv6) or malformed NLRI (3/9, the attribute as data; RFC 7606 3 j,
-7.11), an unrecognized well-known attribute (3/2), an UPDATE longer than 4096 octets without
-extended messages (1/2). Treat-as-withdraw (every announced prefix of the UPDATE is reported
-withdrawn): the attribute errors of `wire_attrs`, ORIGIN or AS_PATH missing while prefixes are
-announced, NEXT_HOP missing while the NLRI field is not empty (RFC 7606 3 d; 3/3), MP flag bits
-in conflict (3 c). A next hop that is not a usable address (0.0.0.0/8, loopback, multicast; for
-IPv6 ::, ::1, ff00::/8) withdraws the prefixes that use it (RFC 7606 7.3, 7.11). Host bits set in
-a prefix are cleared (BIRD and FRR do the same; ExaBGP keeps them and the JSON decoder then
-refused the whole line). Only the strongest action is reported, with the reasons of that level.
+the route events. Session reset (nothing of the UPDATE is used): an UPDATE shorter than 23
+octets, or longer than 4096 without extended messages (1/2, Bad Message Length); a
+withdrawn-routes or total path-attribute length overrunning the message (3/1); a malformed
+withdrawn-routes or NLRI field (3/10); MP_REACH_NLRI / MP_UNREACH_NLRI repeated (3/1), too short,
+with a next-hop length other than 4 (IPv4) or 16/32 (IPv6), or with malformed NLRI (3/9, the
+attribute as data: RFC 4760 7, RFC 7606 3 j and 7.11); an unrecognized well-known attribute
+(3/2). Treat-as-withdraw (every announced prefix of the UPDATE is reported withdrawn): the
+attribute errors of `wire_attrs`, ORIGIN or AS_PATH missing while prefixes are announced,
+NEXT_HOP missing while the NLRI field is not empty (RFC 7606 3 d; 3/3), MP flag bits in conflict
+(3 c). A next hop that is not a usable address (0.0.0.0/8, loopback, multicast, 240/4; for IPv6
+::, ::1, ff00::/8) withdraws the prefixes that use it (RFC 7606 7.3, 7.11; reported 3/8). Host
+bits set in a prefix are cleared (BIRD and FRR do the same; ExaBGP keeps them and the JSON
+decoder then refused the whole line). Only the strongest action is reported, with the reasons of
+that level. (Addresses of our own node as next hop are the import guard's to refuse: the codec
+does not know them.)
 
 Attribute sets are shared: the non-MP attribute bytes (an MP_REACH/MP_UNREACH first in the block,
-where RFC 7606 5.1 puts it, is cut off the key) map to a cached `AttrInfo`, and its `PathAttrs` is
-interned in a dict shared with the JSON decoder, so equal sets are one object whichever path
-decoded them. Both caches are bounded (cleared when full).
+where RFC 7606 5.1 puts it, is cut off the key) map to a cached `AttrInfo`; its `PathAttrs` is
+interned by field values (`parse_attributes`' `values`), so equal sets are one object whatever
+their octets (another NEXT_HOP, another attribute order). Both caches are bounded (cleared when
+full), as are the value memos of `wire_attrs`.
 """
 
 from __future__ import annotations
@@ -222,11 +226,9 @@ class WireDecoder:
 
     def _decode(self, peer: str, caps: int, body: bytes) -> tuple[Event, ...]:
         n = len(body)
-        if n < 4 or n > MAX_BODY and (n > MAX_BODY_EXTENDED or not caps & CAP_EXTENDED):
-            if n < 4:
-                return _reset(peer, f"UPDATE of {n + 19} octets: no room for its length fields", 3, 1)
-            return _reset(peer, f"UPDATE of {n + 19} octets without extended messages", 1, 2,
-                          (n + 19).to_bytes(2, "big"))
+        if n < 4 or n > MAX_BODY and (n > MAX_BODY_EXTENDED or not caps & CAP_EXTENDED):  # RFC 4271 6.1
+            why = "shorter than 23 octets" if n < 4 else "without extended messages"
+            return _reset(peer, f"UPDATE of {n + 19} octets {why}", 1, 2, (n + 19).to_bytes(2, "big"))
         wl = (body[0] << 8) | body[1]
         if wl + 4 > n:
             return _reset(peer, f"withdrawn routes length {wl} overruns the UPDATE", 3, 1)
