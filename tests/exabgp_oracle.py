@@ -79,6 +79,17 @@ def exabgp_message(body: bytes, caps: int):
     return Message.unpack(UPDATE, body, Direction.IN, negotiated(caps))
 
 
+def exabgp_flagged(body: bytes, caps: int) -> bool:
+    """True when ExaBGP itself applied an RFC 7606 action (its treat-as-withdraw or discard
+    marker is in the attributes: the JSON line then carries an ``error`` attribute)."""
+    try:
+        attributes = getattr(exabgp_message(body, caps), "attributes", None) or {}
+    except Exception:
+        return False
+    return (Attribute.CODE.INTERNAL_TREAT_AS_WITHDRAW in attributes
+            or Attribute.CODE.INTERNAL_DISCARD in attributes)
+
+
 def exabgp_events(body: bytes, caps: int = 1, decoder: Decoder | None = None):
     """The events the JSON path gives for `body` (see the module DOC)."""
     try:

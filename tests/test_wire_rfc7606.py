@@ -52,6 +52,8 @@ TREAT_AS_WITHDRAW = [
     ("MED flagged well-known", v4(ORIGIN, AS_PATH, NH, w.attr(4, bytes(4), flags=0x40)), 3, 4),
     ("COMMUNITIES flagged non-transitive", v4(ORIGIN, AS_PATH, NH, w.attr(8, bytes(4), flags=0x80)), 3, 4),
     ("ATOMIC_AGGREGATE flagged optional", v4(ORIGIN, AS_PATH, NH, w.attr(6, b"", flags=0xC0)), 3, 4),
+    ("ORIGIN with the Partial bit", v4(w.attr(1, b"\0", flags=0x60), AS_PATH, NH), 3, 4),
+    ("MED with the Partial bit", v4(ORIGIN, AS_PATH, NH, w.attr(4, bytes(4), flags=0xA0)), 3, 4),
     ("ORIGIN missing", v4(AS_PATH, NH), 3, 3),
     ("AS_PATH missing", v4(ORIGIN, NH), 3, 3),
     ("NEXT_HOP missing with NLRI", v4(ORIGIN, AS_PATH), 3, 3),

@@ -294,7 +294,7 @@ class WireDecoder:
             if len(mp) > 1 and (sum(1 for m in mp if m[0] == 14) > 1 or sum(1 for m in mp if m[0] == 15) > 1):
                 return _reset(peer, "MP_REACH_NLRI or MP_UNREACH_NLRI more than once", 3, 1)
             for t, flags, s, e, a in mp:
-                if flags & 0xC0 != 0x80:
+                if flags & 0xE0 != 0x80:  # optional non-transitive, not partial
                     errors.append((WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
                 if e - s < (3 if t == MP_UNREACH else 5):
                     return _reset(peer, f"{NAMES[t]} of {e - s} octets", 3, 9, block[a:e])

@@ -16,7 +16,8 @@ AS_PATH (zero-length or overrunning segment, unknown segment type, a lone octet 
 MED, LOCAL_PREF or ORIGINATOR_ID of a length other than 4, COMMUNITIES / CLUSTER_LIST /
 EXTENDED_COMMUNITIES / IPv6 extended communities / LARGE_COMMUNITIES whose length is not a
 non-zero multiple of 4 / 4 / 8 / 20 / 12, Optional or Transitive flag bits in conflict with the
-type (section 3 c), an attribute overrunning the block (section 4): treat-as-withdraw.
+type (section 3 c; likewise the Partial bit on a well-known or optional non-transitive attribute,
+RFC 4271 4.3, as FRR has it), an attribute overrunning the block (section 4): treat-as-withdraw.
 ATOMIC_AGGREGATE of non-zero length, AGGREGATOR not of 6 (2-octet session) or 8 octets, a
 malformed AS4_PATH or AS4_AGGREGATOR (RFC 6793 section 6), a repeated attribute (all but the
 first, section 3 g): attribute discard. An unrecognized well-known attribute: session reset 3/2
@@ -64,11 +65,14 @@ NAMES = {1: "ORIGIN", 2: "AS_PATH", 3: "NEXT_HOP", 4: "MULTI_EXIT_DISC", 5: "LOC
          6: "ATOMIC_AGGREGATE", 7: "AGGREGATOR", 8: "COMMUNITIES", 9: "ORIGINATOR_ID",
          10: "CLUSTER_LIST", 14: "MP_REACH_NLRI", 15: "MP_UNREACH_NLRI", 16: "EXTENDED_COMMUNITIES",
          17: "AS4_PATH", 18: "AS4_AGGREGATOR", 25: "IPV6_EXTENDED_COMMUNITIES", 32: "LARGE_COMMUNITY"}
-# the Optional and Transitive flag bits each recognised attribute must carry (RFC 7606 3 c)
+# the Optional and Transitive flag bits each recognised attribute must carry (RFC 7606 3 c), and
+# the Partial bit 0 unless it is optional transitive (RFC 4271 4.3; FRR checks it the same way)
 _FLAGS = [-1] * 256
+_MASKS = [0xC0] * 256
 for _t, _f in {1: 0x40, 2: 0x40, 3: 0x40, 4: 0x80, 5: 0x40, 6: 0x40, 7: 0xC0, 8: 0xC0, 9: 0x80,
                10: 0x80, 16: 0xC0, 17: 0xC0, 18: 0xC0, 25: 0xC0, 32: 0xC0}.items():
     _FLAGS[_t] = _f
+    _MASKS[_t] = 0xC0 if _f == 0xC0 else 0xE0
 _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _ntop = socket.inet_ntop
 _AF_INET = socket.AF_INET
@@ -324,7 +328,7 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
         if t <= 3:  # ORIGIN, AS_PATH, NEXT_HOP: present (malformed or not) for RFC 7606 3 d
             present |= bit >> 1
         want = _FLAGS[t]
-        if flags & 0xC0 != want:
+        if flags & _MASKS[t] != want:
             if want < 0:
                 if not flags & 0x80:  # RFC 4271 6.3: the data is the whole attribute
                     errors = _add(errors, (RESET, f"unrecognized well-known attribute {t}", 3, 2, block[a0:e]))
