@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testlab import bgpwire as w  # noqa: E402
 from tests.exabgp_oracle import exabgp_message, exabgp_events  # noqa: E402
-from agent.speaker import wire_attrs  # noqa: E402
+from agent.speaker import wire_values  # noqa: E402
 from agent.speaker.codec import Decoder  # noqa: E402
 
 PEER = "192.0.2.1"
@@ -92,7 +92,7 @@ def shared_v6_table(n: int, per: int, rnd: random.Random) -> list[bytes]:
 
 
 def run_ours(lines: list[bytes]) -> float:
-    wire_attrs.clear_memos()
+    wire_values.clear_memos()
     decoder = Decoder()
     decode = decoder.decode
     gc.collect()

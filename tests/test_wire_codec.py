@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from agent.core.bgp import (
-    Announced, EndOfRib, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError,
+    EndOfRib, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError,
 )
 from agent.core.model import BgpOrigin, Prefix
 from agent.speaker import wire_attrs

@@ -9,6 +9,9 @@ A peer is named by its address as written in the `BgpPeer` (canonical text). Fam
 the agent handles, `Family.IPV4_UNICAST` / `Family.IPV6_UNICAST`; their values are the spellings
 of the configuration (``ipv4-unicast``), `Family.afi_safi` gives ExaBGP's (``ipv4 unicast``).
 
+A malformed UPDATE (decoded by the agent's own wire codec, RFC 7606) is reported as an
+`UpdateError` with the action taken; `SendNotification` is the command that resets a session.
+
 `RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples. All the
 prefixes of one UPDATE share one `PathAttrs` object (and the decoder re-uses equal attribute sets
 across UPDATEs), so a large table costs one small object per distinct attribute set.

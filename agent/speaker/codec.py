@@ -6,6 +6,13 @@ gives two `RouteUpdate`s, lines of no interest (keepalives) give none. The plain
 and ``error`` (command acks, not JSON) become `Ack`. A line that cannot be understood raises
 `CodecError`.
 
+Raw UPDATEs. With the raw-UPDATE launcher ExaBGP does not decode UPDATEs: each arrives as
+``raw-update PEER CAPS HEX`` (the peer as ExaBGP writes ``neighbor.address.peer``, the session's
+capability bits, the UPDATE body after its 19-octet header). The prefix is checked before any
+JSON is tried, and the body goes to the agent's own decoder (`agent.speaker.wire`), which gives
+the same events as the JSON path below for the same UPDATE, plus `UpdateError` for a malformed
+one (RFC 7606). A line whose fields are not a peer address, an integer and hex is a `CodecError`.
+
 What ExaBGP 5.0.15 writes (captured from a real BIRD 2 session in ``tests/data/exabgp/``):
 
 * every object has ``"type"``: ``update`` (UPDATE or End-of-RIB), ``state`` (connected, up,

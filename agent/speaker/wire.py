@@ -53,8 +53,9 @@ from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdat
 from ..core.model import Prefix
 from .wire_attrs import (
     EMPTY, MP_UNREACH, NAMES, PRESENT_AS_PATH, PRESENT_NEXT_HOP, PRESENT_ORIGIN, RESET, WITHDRAW,
-    AttrInfo, frozen_builder, martian_v4, parse_attributes,
+    AttrInfo, parse_attributes,
 )
+from .wire_values import frozen_builder, martian_v4
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
 CAP_ASN4, CAP_ADDPATH_V4, CAP_ADDPATH_V6, CAP_EXTENDED = 1, 2, 4, 8
