@@ -1,7 +1,9 @@
 """The wire codec cross-checked against ExaBGP 5.0.15's own decoder (the JSON path of today:
 `tests.exabgp_oracle`), and fuzzed.
 
-* every UPDATE of the codec tables (`test_wire_codec`) gives the events the JSON path gives,
+* every UPDATE a real BIRD 2 sent (captured by netns-tests/test_wire_bird.py in
+  ``tests/data/wire/bird_updates.txt``) and every UPDATE of the codec tables (`test_wire_codec`)
+  gives the events the JSON path gives,
   except the documented differences (`DIFFERENT`);
 * every malformed UPDATE of the RFC 7606 tables (`test_wire_rfc7606`): what ExaBGP + the JSON
   decoder do with it is pinned in `EXABGP_OUTCOMES` next to our RFC 7606 outcome;
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -48,7 +51,19 @@ def outcome(events) -> str:
     return f"announce {ann} withdraw {wd}"
 
 
-# ---- the codec tables -------------------------------------------------------------------------
+# ---- captured from BIRD, the codec tables -------------------------------------------------------
+
+CAPTURED = [line.split() for line in (Path(__file__).parent / "data" / "wire" / "bird_updates.txt").read_text()
+            .splitlines() if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("caps, body", CAPTURED)
+def test_captured_bird_updates_give_what_the_json_path_gives(caps, body):
+    data = bytes.fromhex(body)
+    mine = ours(data, int(caps))
+    assert mine and not any(isinstance(e, UpdateError) for e in mine)
+    assert mine == exabgp_events(data, int(caps))
+
 
 def _codec_bodies():
     base = codec_tables.BASE
