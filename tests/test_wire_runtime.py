@@ -103,3 +103,22 @@ def test_metric(rt):
     metrics.bind(View())
     text = generate_latest(metrics.registry).decode()
     assert 'route_agent_bgp_update_errors_total{action="attribute-discard",peer="10.0.0.1"} 1.0' in text
+
+
+@pytest.mark.parametrize("cmd, text", [
+    (SendNotification("10.0.0.1", 3, 1), "neighbor 10.0.0.1 notify 3 1"),
+    (SendNotification("fd00::0001", 3, 9, b"\x80\x0e\x00"), "neighbor fd00::1 notify 3 9 800e00"),
+    (SendNotification("10.0.0.1", 6, 1, bytes(4075)), "neighbor 10.0.0.1 notify 6 1 " + "00" * 4075),
+])
+def test_send_notification_text(cmd, text):
+    assert encode(cmd) == text
+
+
+@pytest.mark.parametrize("cmd", [
+    SendNotification("", 3, 1), SendNotification("10.0.0.1", 0, 1), SendNotification("10.0.0.1", 256, 1),
+    SendNotification("10.0.0.1", 3, 256), SendNotification("10.0.0.1", 3, 1, bytes(4076)),
+    SendNotification("not-an-address", 3, 1),
+])
+def test_malformed_send_notification_is_refused(cmd):
+    with pytest.raises(ValueError):
+        encode(cmd)
