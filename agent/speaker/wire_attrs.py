@@ -53,14 +53,26 @@ NAMES = {1: "ORIGIN", 2: "AS_PATH", 3: "NEXT_HOP", 4: "MULTI_EXIT_DISC", 5: "LOC
          6: "ATOMIC_AGGREGATE", 7: "AGGREGATOR", 8: "COMMUNITIES", 9: "ORIGINATOR_ID",
          10: "CLUSTER_LIST", 14: "MP_REACH_NLRI", 15: "MP_UNREACH_NLRI", 16: "EXTENDED_COMMUNITIES",
          17: "AS4_PATH", 18: "AS4_AGGREGATOR", 25: "IPV6_EXTENDED_COMMUNITIES", 32: "LARGE_COMMUNITY"}
-# the Optional and Transitive flag bits each recognised attribute must carry (RFC 7606 3 c), and
-# the Partial bit 0 unless it is optional transitive (RFC 4271 4.3; FRR checks it the same way)
-_FLAGS = [-1] * 256
-_MASKS = [0xC0] * 256
-for _t, _f in {1: 0x40, 2: 0x40, 3: 0x40, 4: 0x80, 5: 0x40, 6: 0x40, 7: 0xC0, 8: 0xC0, 9: 0x80,
-               10: 0x80, 16: 0xC0, 17: 0xC0, 18: 0xC0, 25: 0xC0, 32: 0xC0}.items():
-    _FLAGS[_t] = _f
-    _MASKS[_t] = 0xC0 if _f == 0xC0 else 0xE0
+# The flags check as one table lookup by ``type << 8 | flags`` (see `_flag_check`): 0 the flags are
+# right, FLAGS_WRONG the Optional/Transitive bits conflict with the type (RFC 7606 3 c) or a
+# well-known or optional non-transitive attribute has the Partial bit (RFC 4271 4.3; FRR checks
+# it the same way), UNKNOWN_OPTIONAL / UNKNOWN_WELL_KNOWN a type this codec does not know, MP an
+# MP_REACH_NLRI / MP_UNREACH_NLRI (checked by the caller).
+FLAGS_WRONG, UNKNOWN_OPTIONAL, UNKNOWN_WELL_KNOWN, MP = 1, 2, 3, 4
+_KNOWN = {1: 0x40, 2: 0x40, 3: 0x40, 4: 0x80, 5: 0x40, 6: 0x40, 7: 0xC0, 8: 0xC0, 9: 0x80, 10: 0x80,
+          16: 0xC0, 17: 0xC0, 18: 0xC0, 25: 0xC0, 32: 0xC0}
+
+
+def _flag_check(t: int, flags: int) -> int:
+    if t == MP_REACH or t == MP_UNREACH:
+        return MP
+    want = _KNOWN.get(t)
+    if want is None:
+        return UNKNOWN_OPTIONAL if flags & 0x80 else UNKNOWN_WELL_KNOWN
+    return 0 if flags & (0xC0 if want == 0xC0 else 0xE0) == want else FLAGS_WRONG
+
+
+_CHECKS = bytes(_flag_check(t, f) for t in range(256) for f in range(256))
 _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _ntop = socket.inet_ntop
 _AF_INET = socket.AF_INET
@@ -96,8 +108,8 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
     errors: list | None = None
     mp = None
     i, n = start, len(block)
-    seen = present = 0
-    origin = 0
+    seen = origin = 0
+    checks = _CHECKS
     path = path4 = next_hop = med = local_pref = originator = agg = agg4 = None
     comms = large = ext = cluster = ()
     atomic = False
@@ -124,27 +136,26 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
                 return _info(errors), [None]
             errors = _add(errors, (WITHDRAW, f"{name} length {ln} overruns the path attributes", 3, 5, b""))
             break
-        a0 = i
         i = e
-        if t == MP_REACH or t == MP_UNREACH:
-            if mp is None:
-                mp = []
-            mp.append((t, flags, s, e, a0))
-            continue
+        check = checks[(t << 8) | flags]
+        if check:
+            if check == MP:
+                if mp is None:
+                    mp = []
+                mp.append((t, flags, s, e, s - (4 if flags & 0x10 else 3)))
+                continue
+            if check == UNKNOWN_OPTIONAL:
+                continue  # unknown optional attribute, transitive or not: ignored
+            if check == UNKNOWN_WELL_KNOWN:  # RFC 4271 6.3: the data is the whole attribute
+                a0 = s - (4 if flags & 0x10 else 3)
+                errors = _add(errors, (RESET, f"unrecognized well-known attribute {t}", 3, 2, block[a0:e]))
+                return _info(errors), mp
         bit = 1 << t
         if seen & bit:
-            errors = _add(errors, (DISCARD, f"repeated {NAMES.get(t, f'attribute {t}')} discarded", 3, 1, b""))
+            errors = _add(errors, (DISCARD, f"repeated {NAMES[t]} discarded", 3, 1, b""))
             continue
         seen |= bit
-        if t <= 3:  # ORIGIN, AS_PATH, NEXT_HOP: present (malformed or not) for RFC 7606 3 d
-            present |= bit >> 1
-        want = _FLAGS[t]
-        if flags & _MASKS[t] != want:
-            if want < 0:
-                if not flags & 0x80:  # RFC 4271 6.3: the data is the whole attribute
-                    errors = _add(errors, (RESET, f"unrecognized well-known attribute {t}", 3, 2, block[a0:e]))
-                    return _info(errors), mp
-                continue  # unknown optional attribute, transitive or not: ignored
+        if check:  # FLAGS_WRONG
             errors = _add(errors, (WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
             continue
         if t == 1:
@@ -224,6 +235,7 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
         elif t == 25:
             if not ln or ln % 20:
                 errors = _add(errors, _len_error("IPV6_EXTENDED_COMMUNITIES", ln, "a non-zero multiple of 20"))
+    present = (seen >> 1) & 7  # ORIGIN, AS_PATH, NEXT_HOP seen (malformed or not: RFC 7606 3 d)
     level = max([e[0] for e in errors]) if errors else 0
     nh_text, nh_error = next_hop if next_hop is not None else (None, None)
     if level >= WITHDRAW:
