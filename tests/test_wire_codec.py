@@ -321,3 +321,13 @@ def test_malformed_raw_update_lines_are_codec_errors(line):
 def test_malformed_body_in_a_good_line_is_an_update_error():
     (err,) = Decoder().decode(b"raw-update 192.0.2.1 1 0001\n")
     assert isinstance(err, UpdateError) and err.action is UpdateAction.SESSION_RESET
+
+
+def test_caches_are_bounded():
+    d = WireDecoder()
+    d.CACHE_SIZE = 50
+    for i in range(400):
+        d.decode(PEER, 1, w.update(attrs=[*BASE, w.med(i)], nlri=w.nlri(["10.0.0.0/24"])))
+        d.decode(PEER, 1, w.update(attrs=[w.mp_reach(2, 1, [f"2001:db8::{i + 1:x}"], w.nlri(["2001:db8::/32"])),
+                                          w.origin(0), w.as_path([])]))
+    assert len(d._values) <= 50 and all(len(c) <= 50 for c in d._infos) and len(d._nexthops) <= 50

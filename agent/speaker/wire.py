@@ -228,8 +228,10 @@ class WireDecoder:
         info = cache.get(key)
         if info is not None:
             return info, None
-        if len(self._values) >= self.CACHE_SIZE:
+        if len(self._values) >= self.CACHE_SIZE:  # (both: a cached AttrInfo holds an interned set)
             self._values.clear()
+            self._infos[0].clear()
+            self._infos[1].clear()
         info, mp = parse_attributes(block, start, bool(asn4), self._values)
         if mp is None:  # the key holds no MP attribute: the same bytes mean the same set
             if len(cache) >= self.CACHE_SIZE:
