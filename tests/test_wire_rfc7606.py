@@ -183,6 +183,11 @@ def test_session_reset(case, body, code, subcode):
     assert (err.action, err.code, err.subcode) == (RESET, code, subcode), err
 
 
+def test_longer_than_any_bgp_message():
+    (err,) = WireDecoder().decode(PEER, CAP_ASN4 | 8, bytes(70000))
+    assert (err.action, err.code, err.subcode, err.data) == (RESET, 1, 2, b"\xff\xff")
+
+
 def test_unrecognized_well_known_attribute_data_is_the_attribute():
     attribute = w.attr(99, b"xyz", flags=0x40)
     (err,) = WireDecoder().decode(PEER, CAP_ASN4, v4(ORIGIN, AS_PATH, NH, attribute))

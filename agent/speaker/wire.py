@@ -41,7 +41,7 @@ Attribute sets are shared: the non-MP attribute bytes (an MP_REACH/MP_UNREACH fi
 where RFC 7606 5.1 puts it, is cut off the key) map to a cached `AttrInfo`; its `PathAttrs` is
 interned by field values (`parse_attributes`' `values`), so equal sets are one object whatever
 their octets (another NEXT_HOP, another attribute order). Both caches are bounded (cleared when
-full), as are the value memos of `wire_attrs`.
+full), as are the value memos of `wire_values`.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ class WireDecoder:
         n = len(body)
         if n < 4 or n > MAX_BODY and (n > MAX_BODY_EXTENDED or not caps & CAP_EXTENDED):  # RFC 4271 6.1
             why = "shorter than 23 octets" if n < 4 else "without extended messages"
-            return _reset(peer, f"UPDATE of {n + 19} octets {why}", 1, 2, (n + 19).to_bytes(2, "big"))
+            return _reset(peer, f"UPDATE of {n + 19} octets {why}", 1, 2, min(n + 19, 0xFFFF).to_bytes(2, "big"))
         wl = (body[0] << 8) | body[1]
         if wl + 4 > n:
             return _reset(peer, f"withdrawn routes length {wl} overruns the UPDATE", 3, 1)
