@@ -290,6 +290,12 @@ def test_random_octets_never_raise(body, caps):
     _sane(WireDecoder().decode(PEER, caps, body), body)
 
 
+@settings(max_examples=30, **SETTINGS)
+@given(st.binary(min_size=4000, max_size=70000), st.integers(0, 15))
+def test_big_random_octets_never_raise(body, caps):
+    _sane(WireDecoder().decode(PEER, caps, body), body)
+
+
 @st.composite
 def mutated_updates(draw):
     body, caps = draw(valid_updates())

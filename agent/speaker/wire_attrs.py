@@ -28,6 +28,10 @@ A NEXT_HOP that is not a usable host address (0.0.0.0/8, 127.0.0.0/8, multicast,
 is not an error of the attribute: `AttrInfo.next_hop_error` says why, and the caller withdraws
 the routes that would use it (RFC 7606 7.3: the route is ignored, no NOTIFICATION).
 
+LOCAL_PREF, ORIGINATOR_ID and CLUSTER_LIST from an external peer are to be discarded (RFC 7606
+7.5, 7.9, 7.10), but the codec does not know the session type: the import side ignores LOCAL_PREF
+from eBGP peers, and nothing reads the other two.
+
 How values are decoded and written (AS paths, communities, next hops): `agent.speaker.wire_values`.
 """
 
@@ -40,7 +44,7 @@ from typing import NamedTuple
 from ..core.bgp import PathAttrs
 from ..core.model import BgpOrigin
 from .wire_values import (
-    AS_TRANS, _AS_PATHS2, _AS_PATHS4, _CLUSTERS, _COMMS, _EXT, _LARGE, _NEXT_HOPS, as_path2, as_path4, cached,
+    AS_TRANS, MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_CLUSTERS, MEMO_COMMS, MEMO_EXT, MEMO_LARGE, MEMO_NEXT_HOPS, as_path2, as_path4, cached,
     community_texts, extended_texts, flatten, frozen_builder, ipv4_list, large_texts, merge_as4, next_hop_text,
     segments,
 )
@@ -167,15 +171,15 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
         elif t == 2:
             if ln:
                 raw = block[s:e]
-                path = (_AS_PATHS4 if asn4 else _AS_PATHS2).get(raw)
+                path = (MEMO_AS_PATHS4 if asn4 else MEMO_AS_PATHS2).get(raw)
                 if path is None:
-                    path = cached(_AS_PATHS4, as_path4, raw) if asn4 else cached(_AS_PATHS2, as_path2, raw)
+                    path = cached(MEMO_AS_PATHS4, as_path4, raw) if asn4 else cached(MEMO_AS_PATHS2, as_path2, raw)
                 if path is False:
                     errors = _add(errors, (WITHDRAW, "malformed AS_PATH", 3, 11, b""))
         elif t == 3:
             if ln == 4:
                 raw = block[s:e]
-                next_hop = _NEXT_HOPS.get(raw) or cached(_NEXT_HOPS, next_hop_text, raw)
+                next_hop = MEMO_NEXT_HOPS.get(raw) or cached(MEMO_NEXT_HOPS, next_hop_text, raw)
             else:
                 errors = _add(errors, _len_error("NEXT_HOP", ln, "4"))
         elif t == 4 or t == 5:
@@ -188,22 +192,22 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
         elif t == 8:
             if ln and not ln & 3:
                 raw = block[s:e]
-                comms = _COMMS.get(raw) or cached(_COMMS, community_texts, raw)
+                comms = MEMO_COMMS.get(raw) or cached(MEMO_COMMS, community_texts, raw)
             else:
                 errors = _add(errors, _len_error("COMMUNITIES", ln, "a non-zero multiple of 4"))
         elif t == 32:
             if ln and not ln % 12:
-                large = cached(_LARGE, large_texts, block[s:e])
+                large = cached(MEMO_LARGE, large_texts, block[s:e])
             else:
                 errors = _add(errors, _len_error("LARGE_COMMUNITY", ln, "a non-zero multiple of 12"))
         elif t == 16:
             if ln and not ln & 7:
-                ext = cached(_EXT, extended_texts, block[s:e])
+                ext = cached(MEMO_EXT, extended_texts, block[s:e])
             else:
                 errors = _add(errors, _len_error("EXTENDED_COMMUNITIES", ln, "a non-zero multiple of 8"))
         elif t == 10:
             if ln and not ln & 3:
-                cluster = cached(_CLUSTERS, ipv4_list, block[s:e])
+                cluster = cached(MEMO_CLUSTERS, ipv4_list, block[s:e])
             else:
                 errors = _add(errors, _len_error("CLUSTER_LIST", ln, "a non-zero multiple of 4"))
         elif t == 9:

@@ -193,18 +193,18 @@ def next_hop_text(raw: bytes) -> tuple[str, str | None]:
 # attribute sets do (one MED per route, the same AS paths, next hops and communities). Pure
 # memoisation, bounded: a memo is cleared when full.
 MEMO_SIZE = 1 << 14
-_AS_PATHS2: dict = {}
-_AS_PATHS4: dict = {}
-_NEXT_HOPS: dict = {}
-_COMMS: dict = {}
-_LARGE: dict = {}
-_EXT: dict = {}
-_CLUSTERS: dict = {}
+MEMO_AS_PATHS2: dict = {}
+MEMO_AS_PATHS4: dict = {}
+MEMO_NEXT_HOPS: dict = {}
+MEMO_COMMS: dict = {}
+MEMO_LARGE: dict = {}
+MEMO_EXT: dict = {}
+MEMO_CLUSTERS: dict = {}
 
 
 def clear_memos() -> None:
     """Forget every memoised value (benchmarks start cold with it)."""
-    for memo in (_AS_PATHS2, _AS_PATHS4, _NEXT_HOPS, _COMMS, _LARGE, _EXT, _CLUSTERS):
+    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS):
         memo.clear()
 
 
