@@ -15,8 +15,9 @@ from agent.core.bgp import (
 from agent.core.model import BgpOrigin, Prefix
 from agent.speaker import wire_attrs
 from agent.speaker.codec import CodecError, Decoder
+from agent.speaker.wire_nlri import nlri_entries, prefixes
 from agent.speaker.wire import (
-    CAP_ADDPATH_V4, CAP_ADDPATH_V6, CAP_ASN4, CAP_EXTENDED, WireDecoder, nlri_entries, prefixes,
+    CAP_ADDPATH_V4, CAP_ADDPATH_V6, CAP_ASN4, CAP_EXTENDED, WireDecoder,
 )
 from testlab import bgpwire as w
 

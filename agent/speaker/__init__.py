@@ -6,7 +6,7 @@ its API connection (the bounded command queue, acks matched to commands, the rea
 never stop draining ExaBGP's output). ExaBGP runs from the configuration `exabgp_conf.render`
 writes for the `BgpPeer` objects (`agent.config.bgp`); `codec.Decoder` turns its JSON API output
 into the events of `agent.core.bgp` (raw UPDATEs through the agent's own pure UPDATE decoder:
-`wire`, `wire_attrs`, `wire_values`), and `encoder.encode` turns the commands of `agent.core.bgp`
+`wire`, `wire_nlri`, `wire_attrs`, `wire_values`), and `encoder.encode` turns the commands of `agent.core.bgp`
 (`AnnounceRoute`, `WithdrawRoute`, `AnnounceEor`, `Teardown`, `RequestRouteRefresh`,
 `SendNotification`) into ExaBGP API lines. `relay` is the API helper ExaBGP runs.
 

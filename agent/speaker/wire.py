@@ -10,7 +10,9 @@ families are ignored. `caps` are the session's negotiated capabilities as bit fl
 (AS numbers of 4 octets), `CAP_ADDPATH_V4` / `CAP_ADDPATH_V6` (ADD-PATH receive, RFC 7911: every
 NLRI carries a 4-octet path identifier), `CAP_EXTENDED` (extended messages, RFC 8654).
 
-Path identifiers are decoded (`nlri_entries`) and dropped at the event boundary: `Announced` has
+NLRI fields are read by `agent.speaker.wire_nlri`, path attributes by `agent.speaker.wire_attrs`
+(their values by `agent.speaker.wire_values`). Path identifiers are decoded
+(`wire_nlri.nlri_entries`) and dropped at the event boundary: `Announced` has
 no path id yet (ADD-PATH through the RIB is later work), so two paths of one prefix arrive as two
 `Announced` of that prefix, as the JSON decoder gives them.
 
@@ -46,9 +48,7 @@ full), as are the value memos of `wire_values`.
 
 from __future__ import annotations
 
-import re
 import socket
-import struct
 from itertools import repeat
 
 from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
@@ -57,6 +57,7 @@ from .wire_attrs import (
     EMPTY, MP_UNREACH, NAMES, PRESENT_AS_PATH, PRESENT_NEXT_HOP, PRESENT_ORIGIN, RESET, WITHDRAW,
     AttrInfo, parse_attributes,
 )
+from .wire_nlri import MASK4, SHIFT4, field_prefixes
 from .wire_values import frozen_builder, martian_v4
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
@@ -70,102 +71,9 @@ _from_bytes = int.from_bytes
 _ntop = socket.inet_ntop
 _AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
 _V6_FLAG = 1 << 136
-# a prefix of n address octets: its Prefix value is (int(octets) << SHIFT[n]) | length, masked
-_SHIFT4 = tuple(40 - 8 * k for k in range(5))
-_MASK4 = tuple(((0xFFFFFFFF >> (32 - p) << (32 - p)) << 8) | 0xFF for p in range(33))
-_SHIFT6 = tuple(136 - 8 * k for k in range(17))
-_MASK6 = tuple(((((1 << 128) - 1) >> (128 - p) << (128 - p)) << 8) | 0xFF | _V6_FLAG for p in range(129))
 _ZERO16 = bytes(16)
-_HOST_BITS = [bytes(b & (0xFF << (8 - r)) & 0xFF for b in range(256)) for r in range(8)]  # by length % 8
-_RECORD18 = re.compile(b".{18}", re.S)
-_U32 = struct.Struct(">I").unpack_from
 _new_tuple = tuple.__new__
 _new_route_update = frozen_builder(RouteUpdate)
-
-
-def prefixes(data: bytes, pos: int, end: int, v6: bool) -> list[Prefix] | None:
-    """The prefixes of an NLRI field ``data[pos:end]`` (no path ids); None if malformed (a length
-    over 32/128 or a prefix overrunning the field). Host bits are cleared."""
-    if pos >= end:
-        return []
-    plen = data[pos]
-    step = 1 + ((plen + 7) >> 3)
-    size = end - pos
-    if size >= 8 * step and not size % step and plen <= (128 if v6 else 32) \
-            and data[pos:end:step] == bytes((plen,)) * (size // step):
-        return _one_length(data, pos, end, plen, step, v6)
-    out: list[int] = []  # the values; made Prefix objects at the end (no Python call per prefix)
-    app = out.append
-    if v6:
-        while pos < end:
-            plen = data[pos]
-            nxt = pos + 1 + ((plen + 7) >> 3)
-            if plen > 128 or nxt > end:
-                return None
-            app(((_from_bytes(data[pos + 1:nxt]) << _SHIFT6[nxt - pos - 1]) | plen | _V6_FLAG) & _MASK6[plen])
-            pos = nxt
-        return list(map(_new_int, repeat(Prefix), out))
-    if end + 4 > len(data):  # _U32 reads 4 octets from each prefix on
-        data = data[:end] + b"\0\0\0\0"
-    u32, mask = _U32, _MASK4
-    while pos < end:
-        plen = data[pos]
-        if plen > 32:
-            return None
-        app(((u32(data, pos + 1)[0] << 8) | plen) & mask[plen])
-        pos += 1 + ((plen + 7) >> 3)
-    if pos != end:
-        return None
-    return list(map(_new_int, repeat(Prefix), out))
-
-
-def _one_length(data: bytes, pos: int, end: int, plen: int, step: int, v6: bool) -> list[Prefix]:
-    """A field of prefixes of one length (the usual shape of a big UPDATE), without a Python step
-    per prefix: the address octets are moved column by column into fixed-size records that
-    `struct` (IPv4: 8 octets ``0 0 0 A B C D LEN``) or `int.from_bytes` (IPv6: 18 octets ``1
-    A..P LEN``, the IPv6 flag bit of `Prefix` included) read as the `Prefix` values."""
-    count, size = (end - pos) // step, 18 if v6 else 8
-    first = 1 if v6 else 3
-    buf = bytearray(size * count)
-    for j in range(step - 1):
-        column = data[pos + 1 + j:end:step]
-        if j == step - 2 and plen & 7:  # the last octet: host bits cleared
-            column = column.translate(_HOST_BITS[plen & 7])
-        buf[first + j::size] = column
-    buf[size - 1::size] = data[pos:end:step]
-    if v6:
-        buf[0::18] = b"\1" * count
-        return list(map(_new_int, repeat(Prefix), map(_from_bytes, _RECORD18.findall(buf))))
-    return list(map(_new_int, repeat(Prefix), struct.unpack(f">{count}Q", buf)))
-
-
-def nlri_entries(data: bytes, pos: int, end: int, v6: bool, addpath: bool) -> list | None:
-    """``[(path_id, Prefix), ...]`` of an NLRI field (path_id None without ADD-PATH); None if malformed."""
-    if not addpath:
-        found = prefixes(data, pos, end, v6)
-        return None if found is None else [(None, p) for p in found]
-    out = []
-    while pos < end:
-        if end - pos < 5:
-            return None
-        path_id = _from_bytes(data[pos:pos + 4])
-        plen = data[pos + 4]
-        nxt = pos + 5 + ((plen + 7) >> 3)
-        if nxt > end:
-            return None
-        one = prefixes(data, pos + 4, nxt, v6)
-        if one is None:
-            return None
-        out.append((path_id, one[0]))
-        pos = nxt
-    return out
-
-
-def _nlri(data: bytes, pos: int, end: int, v6: bool, addpath: int) -> list[Prefix] | None:
-    if not addpath:
-        return prefixes(data, pos, end, v6)
-    found = nlri_entries(data, pos, end, v6, True)
-    return None if found is None else [p for _, p in found]  # path ids dropped here (see DOC)
 
 
 def _announced(found: list[Prefix], nh: str | None, attrs, link_local: str | None) -> tuple[Announced, ...]:
@@ -287,9 +195,9 @@ class WireDecoder:
         nh = info.next_hop
         plen = body[a1]
         if a1 + 1 + ((plen + 7) >> 3) == n and plen <= 32 and not caps & CAP_ADDPATH_V4:  # one prefix
-            prefix = _new_int(Prefix, ((_from_bytes(body[a1 + 1:]) << _SHIFT4[n - a1 - 1]) | plen) & _MASK4[plen])
+            prefix = _new_int(Prefix, ((_from_bytes(body[a1 + 1:]) << SHIFT4[n - a1 - 1]) | plen) & MASK4[plen])
             return (_new_route_update(peer, V4, (_new_tuple(Announced, (prefix, nh, attrs, None)),), ()),)
-        found = _nlri(body, a1, n, False, caps & CAP_ADDPATH_V4)
+        found = field_prefixes(body, a1, n, False, caps & CAP_ADDPATH_V4)
         if found is None:
             return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
         return (_new_route_update(peer, V4, _announced(found, nh, attrs, None), ()),)
@@ -301,10 +209,10 @@ class WireDecoder:
             return (_error_event(peer, list(info.errors), None),)
         n = len(body)
         addpath4 = caps & CAP_ADDPATH_V4
-        wd4 = _nlri(body, 2, 2 + wl, False, addpath4) if wl else []
+        wd4 = field_prefixes(body, 2, 2 + wl, False, addpath4) if wl else []
         if wd4 is None:
             return _reset(peer, "malformed withdrawn routes field", 3, 10, family=V4)
-        an4 = _nlri(body, a1, n, False, addpath4) if a1 < n else []
+        an4 = field_prefixes(body, a1, n, False, addpath4) if a1 < n else []
         if an4 is None:
             return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
         errors = list(info.errors) if info.errors else []
@@ -327,7 +235,7 @@ class WireDecoder:
                 v6 = family is V6
                 addpath = caps & (CAP_ADDPATH_V6 if v6 else CAP_ADDPATH_V4)
                 if t == MP_UNREACH:
-                    found = _nlri(block, s + 3, e, v6, addpath)
+                    found = field_prefixes(block, s + 3, e, v6, addpath)
                     if found is None:
                         return _reset(peer, f"malformed NLRI in {NAMES[t]}", 3, 9, block[a:e], family)
                     (wd6 if v6 else wd4).extend(found)
@@ -337,7 +245,7 @@ class WireDecoder:
                 if ne + 1 > e or nhl != 4 and not v6 or v6 and nhl != 16 and nhl != 32:
                     return _reset(peer, f"{NAMES[t]} next hop of {nhl} octets for {family.value}", 3, 9,
                                   block[a:e], family)
-                found = _nlri(block, ne + 1, e, v6, addpath)
+                found = field_prefixes(block, ne + 1, e, v6, addpath)
                 if found is None:
                     return _reset(peer, f"malformed NLRI in {NAMES[t]}", 3, 9, block[a:e], family)
                 if not v6:
