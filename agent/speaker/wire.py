@@ -185,7 +185,10 @@ class WireDecoder:
                 info, more = self._attr_info(block, s + ln, caps & CAP_ASN4)
                 mp = [(block[1], flags, s, s + ln, 0)]
                 return self._general(peer, caps, body, wl, a1, block, info, mp + more if more else mp)
-        info, mp = self._attr_info(block, 0, caps & CAP_ASN4)
+        info = self._infos[caps & CAP_ASN4].get(block)  # (the cache hit of _attr_info, inline)
+        mp = None
+        if info is None:
+            info, mp = self._attr_info(block, 0, caps & CAP_ASN4)
         attrs = info.attrs
         if mp or wl or info.errors or attrs is None or info.present != 7 or info.next_hop_error:
             return self._general(peer, caps, body, wl, a1, block, info, mp)
