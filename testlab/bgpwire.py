@@ -50,6 +50,11 @@ def notification(code: int, subcode: int, data: bytes = b"") -> bytes:
     return message(NOTIFICATION, bytes([code, subcode]) + data)
 
 
+def route_refresh(afi: int = AFI_IPV4, safi: int = SAFI_UNICAST, subtype: int = 0) -> bytes:
+    """ROUTE-REFRESH (RFC 2918; subtype 1/2: enhanced route refresh begin/end, RFC 7313)."""
+    return message(ROUTE_REFRESH, struct.pack(">HBB", afi, subtype, safi))
+
+
 def open_body(asn: int, router_id: str, hold_time: int = 90, caps: Sequence[bytes] = (),
               version: int = 4) -> bytes:
     """An OPEN body; an ASN above 65535 goes in the OPEN as AS_TRANS (give `cap_asn4` too)."""
