@@ -116,6 +116,11 @@ def _bgp_metrics(b: BgpCounts):
     yield held
     yield installed
     yield CounterMetricFamily("route_agent_bgp_updates", "UPDATE messages received.", value=b.updates)
+    errors = CounterMetricFamily("route_agent_bgp_update_errors", "Malformed UPDATEs received (RFC 7606), by "
+                                 "action: treat-as-withdraw, attribute-discard, session-reset.", labels=["peer", "action"])
+    for (addr, action), n in sorted(b.update_errors.items()):
+        errors.add_metric([addr, action], n)
+    yield errors
     adv = GaugeMetricFamily("route_agent_bgp_prefixes_advertised",
                             "Prefixes we advertise to the peer (desired).", labels=["peer", "family"])
     ann = CounterMetricFamily("route_agent_bgp_announces", "Announce commands sent to ExaBGP.", labels=["peer"])

@@ -11,7 +11,7 @@ methods, never by reaching into tables.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..core.model import Origin, Prefix
@@ -42,6 +42,7 @@ class BgpCounts:
     withdraws: Mapping[str, int]
     updates: int
     speaker_restarts: int
+    update_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (address, action) -> UPDATEs
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,9 @@ A peer is named by its address as written in the `BgpPeer` (canonical text). Fam
 the agent handles, `Family.IPV4_UNICAST` / `Family.IPV6_UNICAST`; their values are the spellings
 of the configuration (``ipv4-unicast``), `Family.afi_safi` gives ExaBGP's (``ipv4 unicast``).
 
+A malformed UPDATE (decoded by the agent's own wire codec, RFC 7606) is reported as an
+`UpdateError` with the action taken; `SendNotification` is the command that resets a session.
+
 `RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples. All the
 prefixes of one UPDATE share one `PathAttrs` object (and the decoder re-uses equal attribute sets
 across UPDATEs), so a large table costs one small object per distinct attribute set.
@@ -60,6 +63,9 @@ class PathAttrs:
     atomic_aggregate: bool = False
     originator_id: str | None = None
     cluster_list: tuple[str, ...] = ()
+    # members of AS_CONFED_SEQUENCE / AS_CONFED_SET segments, in order (RFC 5065: not part of the
+    # path length, so never in `as_path`); only the wire codec sees them, ExaBGP's JSON does not
+    confed_path: tuple[int, ...] = ()
 
 
 class Announced(NamedTuple):
@@ -172,6 +178,31 @@ class Ack:
     ok: bool
 
 
+class UpdateAction(str, enum.Enum):
+    """What RFC 7606 prescribes for a malformed UPDATE (strongest last)."""
+
+    ATTRIBUTE_DISCARD = "attribute-discard"  # the attribute dropped, the routes kept
+    TREAT_AS_WITHDRAW = "treat-as-withdraw"  # every prefix the UPDATE announced is withdrawn
+    SESSION_RESET = "session-reset"  # NOTIFICATION `code`/`subcode` (+ `data`) to the peer
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateError:
+    """The wire codec (`agent.speaker.wire`) found an UPDATE from `peer` malformed and applied
+    `action`; `reason` says what was wrong. `code`/`subcode` are the RFC 4271 NOTIFICATION error
+    (sent only for a session reset, with `data`); `family` is the family whose routes it concerned
+    when that is one family, else None. For a treat-as-withdraw the `RouteUpdate` that follows
+    already carries the withdrawals; for a session reset nothing of the UPDATE was used."""
+
+    peer: str
+    action: UpdateAction
+    reason: str
+    code: int = 3
+    subcode: int = 0
+    family: Family | None = None
+    data: bytes = b""
+
+
 @dataclass(frozen=True, slots=True)
 class SpeakerShutdown:
     """ExaBGP said it is shutting down (its last message to the API helper)."""
@@ -199,6 +230,7 @@ Event = (
     | Ack
     | SpeakerShutdown
     | SpeakerRestarted
+    | UpdateError
 )
 
 
@@ -281,5 +313,17 @@ class RequestRouteRefresh:
     peer: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SendNotification:
+    """Send `peer` a NOTIFICATION (`code`, `subcode`, `data`) and close the session: the RFC 7606
+    session reset of a malformed UPDATE (ExaBGP's ``neighbor PEER notify CODE SUBCODE [HEX]``,
+    registered by the raw-UPDATE launcher)."""
+
+    peer: str
+    code: int
+    subcode: int
+    data: bytes = b""
+
+
 Command = (AnnounceRoute | AnnounceAttributes | WithdrawRoute | WithdrawAttributes | AnnounceEor
-           | Teardown | RequestRouteRefresh)
+           | Teardown | RequestRouteRefresh | SendNotification)

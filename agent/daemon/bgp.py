@@ -20,6 +20,9 @@ it, until the configuration changes). The deadline is the import stage's
 (`MaxPrefix.hold_until`); the restore timer, one per peer, started on the session down, sleeps
 until it.
 
+A malformed UPDATE (`UpdateError`, from the wire codec) is counted and logged, and a session
+reset is sent to that peer as a NOTIFICATION (`agent.daemon.update_errors`).
+
 What ExaBGP made of our commands comes back as events: `CommandAck` goes to the export
 reconciler (a prefix counts as announced once ExaBGP said ``done``; an ``error`` is counted,
 logged, and the prefix sent again at the next reconcile); `CommandsDropped` (the speaker's queue
@@ -50,13 +53,14 @@ from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer
 from ..export.reconciler import ExportReconciler
 from ..core.bgp import (
-    AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown,
+    AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown, UpdateError,
 )
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
 from .bgp_config import import_key, import_peer, peer_key, protected_prefixes
 from .bgp_views import BgpViews
 from .supervise import Spawner
+from .update_errors import UpdateErrors
 from ..config.bgp import BgpPeer
 
 log = logging.getLogger("route_agent.bgp")
@@ -92,6 +96,7 @@ class BgpRuntime(BgpViews):
         self._refresh_handle = None
         self.updates = 0
         self.refused = 0  # commands ExaBGP answered "error"
+        self.update_errors = UpdateErrors()  # malformed UPDATEs (RFC 7606), by peer and action
         self._restarts_seen = 0  # SpeakerRestarted.restarts of the last one handled
         self._replanning = False  # a re-plan waits for the speaker's queue to drain
         self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
@@ -289,6 +294,10 @@ class BgpRuntime(BgpViews):
             self._acked(ev)
         elif isinstance(ev, CommandsDropped):
             self._dropped(ev)
+        elif isinstance(ev, UpdateError):
+            reset = self.update_errors.handle(ev)
+            if reset is not None and ev.peer in self.peers and self.speaker.restarts == self._restarts_seen:
+                self.speaker.send(reset)  # (not to a new ExaBGP: its session is not the one that erred)
         elif hasattr(ev, "announced"):
             self.updates += 1
         for peer, command in out.commands:

@@ -119,7 +119,8 @@ class AgentView:
             held=held, installed=self.installed_by_peer(), advertised=advertised,
             announces={a: export.announces[a] for a in bgp.peers},
             withdraws={a: export.withdraws[a] for a in bgp.peers},
-            updates=bgp.updates, speaker_restarts=bgp.speaker.restarts)
+            updates=bgp.updates, speaker_restarts=bgp.speaker.restarts,
+            update_errors=dict(bgp.update_errors.counts))
 
     def k8s_counts(self) -> K8sCounts | None:
         kube = self.kube.kube if self.kube is not None else None

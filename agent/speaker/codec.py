@@ -6,6 +6,13 @@ gives two `RouteUpdate`s, lines of no interest give none. The plain lines ``done
 and ``error`` (command acks, not JSON) become `Ack`. A line that cannot be understood raises
 `CodecError`.
 
+Raw UPDATEs. With the raw-UPDATE launcher ExaBGP does not decode UPDATEs: each arrives as
+``raw-update PEER CAPS HEX`` (the peer as ExaBGP writes ``neighbor.address.peer``, the session's
+capability bits, the UPDATE body after its 19-octet header). The prefix is checked before any
+JSON is tried, and the body goes to the agent's own decoder (`agent.speaker.wire`), which gives
+the same events as the JSON path below for the same UPDATE, plus `UpdateError` for a malformed
+one (RFC 7606). A line whose fields are not a peer address, an integer and hex is a `CodecError`.
+
 What ExaBGP 5.0.15 writes (captured from a real BIRD 2 session in ``tests/data/exabgp/``):
 
 * every object has ``"type"``: ``update`` (UPDATE or End-of-RIB), ``state`` (connected, up,
@@ -45,6 +52,7 @@ The other direction, typed commands to ExaBGP's text, is `agent.speaker.encoder`
 
 from __future__ import annotations
 
+import binascii
 import functools
 import ipaddress
 import json
@@ -70,6 +78,7 @@ from ..core.bgp import (
     RouteUpdate,
     SpeakerShutdown,
 )
+from .wire import WireDecoder
 
 
 class CodecError(ValueError):
@@ -101,13 +110,18 @@ class Decoder:
     ATTRS_CACHE_SIZE = 4096
 
     def __init__(self) -> None:
-        self._peers: dict[str, str] = {}
+        self._peers: dict[str | bytes, str] = {}
         self._attrs: dict[PathAttrs, PathAttrs] = {}
+        self.wire = WireDecoder()  # raw-update lines
 
     def decode(self, line: str | bytes) -> tuple[Event, ...]:
         if isinstance(line, bytes):
+            if line[:11] == b"raw-update ":
+                return self._raw(line.split())
             line = line.decode("utf-8", "replace")
         line = line.strip()
+        if line[:11] == "raw-update ":
+            return self._raw(line.split())
         if line == "done":
             return _ACK_DONE
         if line == "error":
@@ -144,12 +158,22 @@ class Decoder:
     # ---- pieces -------------------------------------------------------------------------------
 
     def _peer(self, neighbor: dict) -> str:
-        text = neighbor["address"]["peer"]
+        return self._address(neighbor["address"]["peer"])
+
+    def _address(self, text: str | bytes) -> str:
         peer = self._peers.get(text)
         if peer is None:
-            peer = sys.intern(str(ipaddress.ip_address(text)))
+            peer = sys.intern(str(ipaddress.ip_address(text.decode() if isinstance(text, bytes) else text)))
             self._peers[text] = peer
         return peer
+
+    def _raw(self, parts: list) -> tuple[Event, ...]:
+        """``raw-update PEER CAPS HEX``: an UPDATE body for the wire decoder (`agent.speaker.wire`)."""
+        try:
+            _, peer, caps, body = parts
+            return self.wire.decode(self._address(peer), int(caps), binascii.unhexlify(body))
+        except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
+            raise CodecError(f"malformed raw-update line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
     def _update(self, obj: dict) -> tuple[Event, ...]:
         neighbor = obj["neighbor"]
@@ -302,6 +326,10 @@ def _announced_v6(by_nexthop: dict[str, list], attrs: PathAttrs) -> list[Announc
     out = [Announced(Prefix.parse(p), nh, attrs, link.get(p)) for p, nh in glob.items()]
     out += [Announced(Prefix.parse(p), nh, attrs) for p, nh in link.items() if p not in glob]
     return out
+
+
+def _b(part: str | bytes) -> bytes:
+    return part if isinstance(part, bytes) else part.encode()
 
 
 _DEFAULT_DECODER = Decoder()

@@ -1,7 +1,8 @@
 """ExaBGP's process API, outbound: typed commands in, text lines out.
 
 DOC: `encode(command)` turns a command of `agent.core.bgp` (`AnnounceRoute`, `AnnounceAttributes`,
-`WithdrawRoute`, `WithdrawAttributes`, `AnnounceEor`, `Teardown`, `RequestRouteRefresh`) into
+`WithdrawRoute`, `WithdrawAttributes`, `AnnounceEor`, `Teardown`, `RequestRouteRefresh`,
+`SendNotification`) into
 the one line ExaBGP's API takes, checking every value on the way (addresses, prefixes,
 communities, 32-bit integers): a malformed command raises ValueError here, never reaches ExaBGP.
 ``peer`` None addresses every neighbour of the ExaBGP process. ``next_hop="self"`` is the
@@ -22,6 +23,7 @@ from ..core.bgp import (
     Command,
     Family,
     RequestRouteRefresh,
+    SendNotification,
     Teardown,
     WithdrawAttributes,
     WithdrawRoute,
@@ -98,6 +100,21 @@ def _enc_request_route_refresh(cmd: RequestRouteRefresh) -> str:
     return f"{_selector(cmd.peer)}announce route-refresh {Family(cmd.family).afi_safi}"
 
 
+NOTIFICATION_DATA_MAX = 4096 - 21  # a NOTIFICATION without extended messages: header 19, code 2
+
+
+def _enc_send_notification(cmd: SendNotification) -> str:
+    """``neighbor PEER notify CODE SUBCODE [HEX]`` (the raw-UPDATE launcher's command)."""
+    if not cmd.peer:
+        raise ValueError("a NOTIFICATION goes to one peer")
+    if not 0 < cmd.code < 256 or not 0 <= cmd.subcode < 256:
+        raise ValueError(f"invalid NOTIFICATION code/subcode {cmd.code}/{cmd.subcode}")
+    if len(cmd.data) > NOTIFICATION_DATA_MAX:
+        raise ValueError(f"NOTIFICATION data of {len(cmd.data)} octets (at most {NOTIFICATION_DATA_MAX})")
+    data = f" {bytes(cmd.data).hex()}" if cmd.data else ""
+    return f"{_selector(cmd.peer)}notify {cmd.code} {cmd.subcode}{data}"
+
+
 _ENCODERS = {
     AnnounceRoute: _enc_announce_route,
     AnnounceAttributes: _enc_announce_attributes,
@@ -106,6 +123,7 @@ _ENCODERS = {
     AnnounceEor: _enc_announce_eor,
     Teardown: _enc_teardown,
     RequestRouteRefresh: _enc_request_route_refresh,
+    SendNotification: _enc_send_notification,
 }
 
 
