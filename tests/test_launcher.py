@@ -94,8 +94,8 @@ async def test_speaker_in_raw_mode_refuses_to_start_on_another_exabgp(other_exab
     assert sp._task is None
 
 
-def test_updates_setting_defaults_to_json():
-    assert BgpSpeakerSpec().updates.value == "json"
+def test_updates_setting_defaults_to_raw():
+    assert BgpSpeakerSpec().updates.value == "raw"
     assert BgpSpeakerSpec(updates="raw").updates.value == "raw"
     with pytest.raises(ValueError):
         BgpSpeakerSpec(updates="binary")

@@ -353,8 +353,8 @@ class BgpSpeakerSpec(_Model):
     """TCP port ExaBGP listens on. Beside a BIRD on the same host, use another address or port."""
     interpreter: StrictStr = "auto"
     """Interpreter for ExaBGP: ``auto`` (pypy3 when it can import exabgp, else the agent's Python) or an absolute path."""
-    updates: UpdatesMode = UpdatesMode.JSON
-    """How received UPDATEs reach the agent: ``json`` (decoded by ExaBGP) or ``raw`` (undecoded, decoded by the agent; needs ExaBGP 5.0.15, refused otherwise)."""
+    updates: UpdatesMode = UpdatesMode.RAW
+    """How received UPDATEs reach the agent: ``raw`` (default: undecoded, decoded by the agent; needs ExaBGP 5.0.15, refused otherwise) or ``json`` (decoded by ExaBGP; the fallback)."""
 
     @model_validator(mode="after")
     def _rules(self) -> "BgpSpeakerSpec":
