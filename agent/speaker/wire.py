@@ -189,9 +189,9 @@ class WireDecoder:
         mp = None
         if info is None:
             info, mp = self._attr_info(block, 0, caps & CAP_ASN4)
-        attrs = info.attrs
-        if mp or wl or info.errors or attrs is None or info.present != 7 or info.next_hop_error:
+        if mp or wl or not info.ok:
             return self._general(peer, caps, body, wl, a1, block, info, mp)
+        attrs = info.attrs
         if a1 == n:
             return ()  # attributes and nothing else
         # the common case: IPv4 prefixes announced with a good attribute set
