@@ -128,14 +128,16 @@ class WireDecoder:
         except Exception as exc:  # a bug of ours must not stop the reader: RFC 4271's answer
             return _reset(peer, f"UPDATE not decodable ({exc!r})", 3, 0)
 
-    def _attr_info(self, block: bytes, start: int, asn4: int) -> tuple[AttrInfo, list | None]:
+    def _attr_info(self, block: bytes, start: int, asn4: int, looked_up: bool = False
+                   ) -> tuple[AttrInfo, list | None]:
         """The AttrInfo of ``block[start:]`` (cached by those bytes when they hold no MP attribute)
-        and the MP attributes found there."""
+        and the MP attributes found there (`looked_up`: the caller found it not cached)."""
         key = block[start:] if start else block
         cache = self._infos[asn4]
-        info = cache.get(key)
-        if info is not None:
-            return info, None
+        if not looked_up:
+            info = cache.get(key)
+            if info is not None:
+                return info, None
         if len(self._values) >= self.CACHE_SIZE:  # (both: a cached AttrInfo holds an interned set)
             self._values.clear()
             self._infos[0].clear()
@@ -188,10 +190,10 @@ class WireDecoder:
         info = self._infos[caps & CAP_ASN4].get(block)  # (the cache hit of _attr_info, inline)
         mp = None
         if info is None:
-            info, mp = self._attr_info(block, 0, caps & CAP_ASN4)
-        attrs = info.attrs
-        if mp or wl or info.errors or attrs is None or info.present != 7 or info.next_hop_error:
+            info, mp = self._attr_info(block, 0, caps & CAP_ASN4, True)
+        if mp or wl or not info.ok:
             return self._general(peer, caps, body, wl, a1, block, info, mp)
+        attrs = info.attrs
         if a1 == n:
             return ()  # attributes and nothing else
         # the common case: IPv4 prefixes announced with a good attribute set

@@ -94,10 +94,11 @@ class AttrInfo(NamedTuple):
     present: int  # PRESENT_* bits of the mandatory attributes seen
     level: int  # the strongest error (0: none)
     errors: tuple  # (level, reason, code, subcode, data), in the order met
+    ok: bool = False  # a good set for IPv4 NLRI: no error, ORIGIN, AS_PATH and a usable NEXT_HOP
 
 
 new_path_attrs = frozen_builder(PathAttrs)
-EMPTY = AttrInfo(None, None, None, 0, 0, ())
+EMPTY = AttrInfo(None, None, None, 0, 0, (), False)
 _new_info = functools.partial(tuple.__new__, AttrInfo)
 
 
@@ -118,21 +119,19 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
     comms = large = ext = cluster = ()
     atomic = False
     while i < n:
-        if n - i < 3:
+        try:  # (an attribute header cut short raises here; zero-cost otherwise)
+            flags = block[i]
+            t = block[i + 1]
+            if flags & 0x10:
+                ln = (block[i + 2] << 8) | block[i + 3]
+                s = i + 4
+            else:
+                ln = block[i + 2]
+                s = i + 3
+        except IndexError:  # RFC 7606 4: fewer octets left than an attribute header
             errors = _add(errors, (WITHDRAW, f"{n - i} octets left after the last path attribute", 3, 1, b""))
             break
-        flags = block[i]
-        t = block[i + 1]
-        if flags & 0x10:
-            if n - i < 4:
-                errors = _add(errors, (WITHDRAW, "3 octets left after the last path attribute", 3, 1, b""))
-                break
-            ln = (block[i + 2] << 8) | block[i + 3]
-            s = i + 4
-        else:
-            ln = block[i + 2]
-            s = i + 3
-        e = s + ln
+        i = e = s + ln
         if e > n:
             name = NAMES.get(t, f"attribute {t}")
             if t == MP_REACH or t == MP_UNREACH:  # its NLRI cannot be found: RFC 7606 3 j
@@ -140,28 +139,26 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
                 return _info(errors), [None]
             errors = _add(errors, (WITHDRAW, f"{name} length {ln} overruns the path attributes", 3, 5, b""))
             break
-        i = e
         check = checks[(t << 8) | flags]
-        if check:
+        bit = 1 << t
+        if check or seen & bit:  # the unusual cases, off the common path
             if check == MP:
                 if mp is None:
                     mp = []
                 mp.append((t, flags, s, e, s - (4 if flags & 0x10 else 3)))
-                continue
-            if check == UNKNOWN_OPTIONAL:
-                continue  # unknown optional attribute, transitive or not: ignored
-            if check == UNKNOWN_WELL_KNOWN:  # RFC 4271 6.3: the data is the whole attribute
+            elif check == UNKNOWN_WELL_KNOWN:  # RFC 4271 6.3: the data is the whole attribute
                 a0 = s - (4 if flags & 0x10 else 3)
                 errors = _add(errors, (RESET, f"unrecognized well-known attribute {t}", 3, 2, block[a0:e]))
                 return _info(errors), mp
-        bit = 1 << t
-        if seen & bit:
-            errors = _add(errors, (DISCARD, f"repeated {NAMES[t]} discarded", 3, 1, b""))
+            elif check == UNKNOWN_OPTIONAL:
+                pass  # unknown optional attribute, transitive or not: ignored
+            elif seen & bit:
+                errors = _add(errors, (DISCARD, f"repeated {NAMES[t]} discarded", 3, 1, b""))
+            else:  # FLAGS_WRONG
+                seen |= bit
+                errors = _add(errors, (WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
             continue
         seen |= bit
-        if check:  # FLAGS_WRONG
-            errors = _add(errors, (WITHDRAW, f"{NAMES[t]} with flags 0x{flags:02x}", 3, 4, b""))
-            continue
         if t == 1:
             if ln == 1 and block[s] <= 2:
                 origin = block[s]
@@ -243,7 +240,7 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
     level = max([e[0] for e in errors]) if errors else 0
     nh_text, nh_error = next_hop if next_hop is not None else (None, None)
     if level >= WITHDRAW:
-        return _new_info((None, nh_text, nh_error, present, level, tuple(errors))), mp
+        return _new_info((None, nh_text, nh_error, present, level, tuple(errors), False)), mp
     if path:
         if path4 and not (agg is not None and agg4 is not None and agg != AS_TRANS):
             as_path, as_set, confed = flatten(merge_as4(path[0], path4))
@@ -258,7 +255,9 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
                                originator, cluster, confed)
         if values is not None:
             values[key] = attrs
-    return _new_info((attrs, nh_text, nh_error, present, level, tuple(errors) if errors else ())), mp
+    if errors:
+        return _new_info((attrs, nh_text, nh_error, present, level, tuple(errors), False)), mp
+    return _new_info((attrs, nh_text, nh_error, present, 0, (), present == 7 and nh_error is None)), mp
 
 
 def _add(errors: list | None, error: tuple) -> list:
@@ -269,4 +268,4 @@ def _add(errors: list | None, error: tuple) -> list:
 
 
 def _info(errors: list) -> AttrInfo:
-    return AttrInfo(None, None, None, 0, max(e[0] for e in errors), tuple(errors))
+    return AttrInfo(None, None, None, 0, max(e[0] for e in errors), tuple(errors), False)
