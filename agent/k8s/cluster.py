@@ -4,7 +4,8 @@ DOC: pure logic, owned by the agent's core task, fed with the reflectors' `Batch
 (`agent.k8s.reflector`) and asked three things:
 
 * `config()`: the configuration as it applies on this node. Every routeagent.io object is
-  validated on its own with the same models and messages as a file (`agent.configload`); an
+  validated on its own with the same models and messages as a file (`agent.config.loader`;
+  a problem reads ``BgpPeer/tor (resourceVersion 4711): spec.peerAS: ...``); an
   invalid object is reported (`problems`, with the field and the reason) and its **last good
   version keeps running** (none: it is left out), so one bad `kubectl apply` never takes the
   node's routing down. The objects are then joined (`Config.from_objects`: singletons, names,
@@ -61,11 +62,23 @@ class Change:
         return self.config or self.adverts or self.guard or self.problems
 
 
+def object_label(data: dict) -> str:
+    """``Kind/name (resourceVersion N)``: where a problem of a watched object is."""
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    label = f"{data.get('kind') or '?'}/{meta.get('name') or '?'}"
+    rv = meta.get("resourceVersion")
+    return f"{label} (resourceVersion {rv})" if rv else label
+
+
 def validate_object(data: dict) -> tuple[object | None, list[Problem]]:
-    """One object as the API server sent it, through the file loader's checks and messages."""
+    """One object as the API server sent it, through the file loader's checks and messages. The
+    problems name the object and its resourceVersion instead of a file and line: the line of a
+    document the agent re-serialised itself means nothing to an operator."""
     loader = _Loader()
     loader.text(yaml.safe_dump(data, sort_keys=False), "kubernetes")
-    return (loader.objects[0][0] if loader.objects and not loader.problems else None), loader.problems
+    where = object_label(data)
+    problems = [Problem("", where, p.field, p.message) for p in loader.problems]
+    return (loader.objects[0][0] if loader.objects and not loader.problems else None), problems
 
 
 class ClusterState:
@@ -179,7 +192,7 @@ class ClusterState:
         try:
             config = for_node(Config.from_objects(objects), self.identity())
         except ValueError as exc:
-            raise ConfigError([Problem("kubernetes", "", "", str(exc))]) from None
+            raise ConfigError([Problem("", "", "", str(exc))]) from None
         self._set_selections(config)
         return config
 
