@@ -13,8 +13,8 @@ its `ClusterState`.
 Writes go through one writer thread, never the core task, so a slow API server cannot stall
 routing:
 
-* `publish_status(status)`: merge-patch of ``routeagentnodestates/<node>/status``; the object is
-  created (``spec.nodeName``) when it does not exist. The agent calls it at a bounded rate (every
+* `publish_status(status)`: a JSON patch replacing ``status`` of ``routeagentnodestates/<node>``
+  as a whole; the object is created (``spec.nodeName``) when it does not exist. The agent calls it at a bounded rate (every
   `STATUS_SECONDS` at most, and only when something changed), and a newer status replaces one
   still queued.
 * `event(reason, message, warning)`: a core/v1 Event about the Node (in namespace ``default``,
@@ -128,8 +128,12 @@ class KubeSource:
         try:
             if not self._state_created:
                 self._ensure_state()
+            # a JSON patch replacing the whole status: a merge patch would keep keys of an older
+            # status that the new one no longer has (advertised.ipv4 of a peer since removed)
             self.custom.patch_cluster_custom_object_status(
-                GROUP, VERSION, "routeagentnodestates", self.node_name, {"status": status})
+                GROUP, VERSION, "routeagentnodestates", self.node_name,
+                [{"op": "add", "path": "/status", "value": status}],
+                _content_type="application/json-patch+json")
             self.status_writes += 1
         except ApiException as exc:
             if exc.status == 404:
