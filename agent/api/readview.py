@@ -118,3 +118,6 @@ class ReadView(Protocol):
 
     def k8s_counts(self) -> K8sCounts | None:
         """None in standalone mode."""
+
+    def readiness(self) -> list[tuple[str, bool, str]]:
+        """(check, ok, detail) behind /readyz: the first decides readiness, the others inform."""

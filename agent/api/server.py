@@ -1,5 +1,9 @@
 """Local HTTP API: /metrics, /healthz, /readyz and the JSON views the CLI prints.
 
+``/readyz?verbose`` lists the checks behind the answer (kube-apiserver's style): the initial
+re-sync (which alone decides readiness) and in cluster mode the API server connection and the
+configuration's source (live or the snapshot), which are reported but never make a node unready.
+
 DOC: a deliberately small HTTP/1.1 server on the agent's own event loop (asyncio streams, GET only,
 one request per connection), so every handler reads the routing state between two steps of the
 core task and needs no locks. It sees the agent only through a `ReadView`. It listens on 127.0.0.1
@@ -27,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..core.model import Prefix
+from . import views
 from .metrics import Metrics
 from .readview import ReadView
 
@@ -96,7 +101,10 @@ async def _route(view: ReadView, metrics: Metrics, path: str,
     if path == "/healthz":
         return 200, "text/plain", b"ok\n"
     if path == "/readyz":
-        return (200, "text/plain", b"ready\n") if view.ready() else (503, "text/plain", b"not ready\n")
+        ready = view.ready()
+        if "verbose" in query:  # the checks behind the answer (the status code is the same)
+            return 200 if ready else 503, "text/plain", views.readiness_text(ready, view.readiness()).encode()
+        return (200, "text/plain", b"ready\n") if ready else (503, "text/plain", b"not ready\n")
     if path == "/api/rib":
         try:
             after, limit = _page_args(query)
@@ -165,7 +173,7 @@ class ApiServer:
                 status, ctype, body = 405, "text/plain", b"only GET\n"
             else:
                 url = urlsplit(parts[1])
-                status, ctype, body = await _route(self.view, self.metrics, url.path, parse_qs(url.query))
+                status, ctype, body = await _route(self.view, self.metrics, url.path, parse_qs(url.query, keep_blank_values=True))
             await self._respond(writer, status, ctype, body)
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.debug("api client: %s", exc)

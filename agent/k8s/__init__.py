@@ -3,7 +3,8 @@
 DOC: `reflector` lists and watches one resource in a daemon thread and hands batches of changed
 objects (plain dicts turned into the consumer's values) to a callback; `objects` reduces them at
 ingest to small frozen values; `services` computes Service VIPs (eTP/iTP=Local from
-EndpointSlices); `cluster` turns the watched objects into this node's configuration; `source` wires
+EndpointSlices); `cluster` turns the watched objects into this node's configuration; `httpio` holds what the reflector
+knows of urllib3 and the client (410/404/stall signals, read timeouts); `source` wires
 the reflectors, status writes and Events. The test API server these are tested against lives
 outside the package, in `testlab.k8sapi`.
 
