@@ -93,6 +93,7 @@ async def pump(ks: KubeSync, until, timeout: float = 10.0) -> list:
         try:
             ev = await asyncio.wait_for(ks.queue.get(), 0.2)
         except TimeoutError:
+            ks.commit()  # (the core task's pass after the status tick)
             continue
         if ev.kind == "k8s":
             ks.handle(ev.data)

@@ -67,7 +67,8 @@ class KubeSync:
         self.base_config = cfgmod.Config()  # before the cluster's prefixes are filled in
         self.last_error = ""
         self.warnings: tuple[str, ...] = ()
-        self._pending = Change()
+        self._pending = Change(guard=True)  # the first commit runs (see the end of `commit`)
+        self._listed = False  # every resource listed once, live
         self.snapshot_path = os.path.join(state_dir, snapshot.FILENAME) if state_dir else None
         self.snapshot_age: float | None = None  # while running from the snapshot: its age at start
         self._restored: dict | None = None  # the snapshot's state while it is used
@@ -79,6 +80,7 @@ class KubeSync:
         """Start the reflectors and wait for the first list of the configuration and this Node:
         the FIB settings must be known before the kernel table is read. With a usable snapshot,
         wait `LIVE_WAIT_SECONDS` at most, then run from the snapshot. Returns the config."""
+        started = time.monotonic()  # (importing and setting up the client takes seconds on a busy node)
         from ..k8s.source import KubeSource  # the kubernetes client is only needed in cluster mode
 
         loop = asyncio.get_running_loop()
@@ -90,7 +92,6 @@ class KubeSync:
                                        f"cannot set up the Kubernetes client: {exc}")]) from None
         self.kube.start()
         saved = self._read_snapshot()
-        started = time.monotonic()
         fallback = started + LIVE_WAIT_SECONDS if saved is not None else None
         logged = started
         while not self.cluster.config_synced:
@@ -191,9 +192,11 @@ class KubeSync:
             self._restored, self.snapshot_age = None, None
             self.queue.put(Event("status", "soon"))
         self._snap_dirty |= bool(change.config or change.adverts or change.guard)
-        if self.cluster.synced and "kubernetes" in self.routing.gate.waiting:
-            log.info("kubernetes: initial list of every resource done")
-            self.routing.source_synced("kubernetes")
+        if self.cluster.synced and not self._listed:  # (the start may have seen every list already)
+            self._listed = True
+            if "kubernetes" in self.routing.gate.waiting:
+                log.info("kubernetes: initial list of every resource done")
+                self.routing.source_synced("kubernetes")
             self._write_snapshot()
 
     def _rejected(self, problems) -> None:
