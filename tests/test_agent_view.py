@@ -78,7 +78,7 @@ spec: {type: podCIDR, prefixes: [10.244.1.0/24, 10.244.9.0/24]}
     agent = make(tmp_path)
     config = agent.reloader.standalone(load_text(text))
     agent.routing.load_config(config)
-    rt, peer = agent.routing.bgp, "10.0.0.1"
+    peer = "10.0.0.1"
     attrs = PathAttrs(as_path=(65001,))
     table = tuple(Announced(Prefix.parse(p), peer, attrs) for p in
                   ("198.51.100.0/24", "203.0.113.0/24", "10.244.1.0/24", "192.0.2.0/24"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import stat
 import time
@@ -118,7 +117,7 @@ def lbs(config) -> tuple:
 
 async def test_restart_with_a_hung_api_server_runs_from_the_snapshot_then_goes_live(api, tmp_path):
     first = make(api, tmp_path)
-    config = await first.start()
+    await first.start()
     await pump(first, lambda: first.cluster.synced and not first.routing.gate.waiting)
     first.stop()  # writes the snapshot (it was written after the first full list too)
     path = tmp_path / snapshot.FILENAME

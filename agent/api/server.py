@@ -1,9 +1,5 @@
 """Local HTTP API: /metrics, /healthz, /readyz and the JSON views the CLI prints.
 
-``/readyz?verbose`` lists the checks behind the answer (kube-apiserver's style): the initial
-re-sync (which alone decides readiness) and in cluster mode the API server connection and the
-configuration's source (live or the snapshot), which are reported but never make a node unready.
-
 DOC: a deliberately small HTTP/1.1 server on the agent's own event loop (asyncio streams, GET only,
 one request per connection), so every handler reads the routing state between two steps of the
 core task and needs no locks. It sees the agent only through a `ReadView`. It listens on 127.0.0.1
@@ -16,6 +12,10 @@ IPv4 first). A page takes a copy of the RIB's prefixes, picks the next `limit` o
 with a yield to the loop between chunks, and only then decides those rows; so a big RIB never
 stalls routing for long. A request line over 64 KiB is answered 414, over-long or too many header
 lines 431, each logged at most once a minute (with the number of others since).
+
+``/readyz?verbose`` lists the checks behind the answer (kube-apiserver's style): the initial
+re-sync (which alone decides readiness) and in cluster mode the API server connection and the
+configuration's source (live or the snapshot), which are reported but never make a node unready.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ class ApiServer:
                 status, ctype, body = 405, "text/plain", b"only GET\n"
             else:
                 url = urlsplit(parts[1])
-                status, ctype, body = await _route(self.view, self.metrics, url.path, parse_qs(url.query, keep_blank_values=True))
+                query = parse_qs(url.query, keep_blank_values=True)  # ?verbose has no value
+                status, ctype, body = await _route(self.view, self.metrics, url.path, query)
             await self._respond(writer, status, ctype, body)
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.debug("api client: %s", exc)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import socket
 import threading
 import time
 from dataclasses import dataclass
