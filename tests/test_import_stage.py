@@ -422,3 +422,34 @@ def test_a_batch_takes_stale_prefixes_back_and_withdraws_the_rejected_ones():
         (P("203.0.113.0/24"), True),
         (P("10.244.3.0/24"), False),  # stale, now refused by the guard: withdrawn at once
     ]
+
+
+@pytest.mark.parametrize("nexthop", ["0.0.0.0", "127.0.0.1", "224.0.0.1", "192.0.2.10"])
+def test_unusable_next_hop_is_rejected_before_any_policy(nexthop):
+    """A NEXT_HOP of 0.0.0.0, loopback, multicast or our own (session) address passes no policy,
+    acceptAll included: rejected by the guard, counted, explainable; a route accepted before
+    with a good next hop is withdrawn from the RIB when re-sent with a bad one."""
+    s = stage(ebgp(ACCEPT_ALL))
+    assert s.receive(EBGP, ROUTE, "192.0.2.1", attrs()).verdict.accepted
+    r = s.receive(EBGP, ROUTE, nexthop, attrs())
+    want = Reason.NEXT_HOP_IS_NODE if nexthop == "192.0.2.10" else Reason.BAD_NEXT_HOP
+    assert (r.verdict.accepted, r.verdict.reason, r.verdict.policy) == (False, want, "guard")
+    assert r.update is not None and r.update.candidate is None  # the earlier route leaves the RIB
+    assert s.rejected == {(EBGP, 4, want): 1}
+    assert s.explain(ROUTE)[EBGP].statement == f"next hop {nexthop}"
+    assert s.held(EBGP) == {4: (0, 1), 6: (0, 0)}
+
+
+def test_unspecified_ipv6_next_hop_is_rejected():
+    s = stage(ebgp(ACCEPT_ALL))
+    r = s.receive(EBGP, P("2001:db8:7::/48"), "::", attrs())
+    assert (r.verdict.reason, r.update) == (Reason.BAD_NEXT_HOP, None)
+    assert s.rejected == {(EBGP, 6, Reason.BAD_NEXT_HOP): 1}
+
+
+def test_a_batch_with_an_unusable_next_hop_is_rejected_prefix_by_prefix():
+    s = stage(ebgp(ACCEPT_ALL))
+    out: list = []
+    s.receive_batch(EBGP, [P("203.0.113.0/24"), P("198.51.100.0/24")], "0.0.0.0", attrs(), out)
+    assert out == [] and s.rejected == {(EBGP, 4, Reason.BAD_NEXT_HOP): 2}
+    assert s.verdict(EBGP, P("198.51.100.0/24")).statement == "next hop 0.0.0.0"
