@@ -63,15 +63,20 @@ def _k8s_metrics(k: K8sCounts):
                                   "list or watch answered and its watch is not stalled.", labels=["resource"])
     silent = GaugeMetricFamily("route_agent_k8s_watch_silence_seconds", "Seconds since the API server "
                                "last sent anything on the resource's list or watch.", labels=["resource"])
+    bound = GaugeMetricFamily("route_agent_k8s_watch_stall_bound_seconds", "Silence after which the "
+                              "resource's watch counts as stalled (learned from the bookmarks).",
+                              labels=["resource"])
     for r in k.reflectors:
         synced.add_metric([r.name], 1 if r.synced else 0)
         answering.add_metric([r.name], 1 if r.connected else 0)
         silent.add_metric([r.name], r.silent_seconds)
+        bound.add_metric([r.name], r.stall_seconds)
         for name, fam in counters.items():
             fam.add_metric([r.name], r.stalls if name == "watch_stalls" else getattr(r, name))
     yield synced
     yield answering
     yield silent
+    yield bound
     yield from counters.values()
     yield GaugeMetricFamily("route_agent_k8s_api_connected", "1 while every watch answers (the API "
                             "server is reachable and not hung).", value=1 if k.connected else 0)

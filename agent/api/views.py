@@ -56,7 +56,9 @@ def k8s_checks(k) -> list[tuple[str, bool, str]]:
     watch failing or stalled names itself) and where the running configuration comes from."""
     if k.connected:
         silent = max((r.silent_seconds for r in k.reflectors), default=0.0)
-        api = (True, f"{len(k.reflectors)} watches answering (longest silence {silent:.0f}s)")
+        bound = max((r.stall_seconds for r in k.reflectors), default=0.0)
+        api = (True, f"{len(k.reflectors)} watches answering (longest silence {silent:.0f}s, "
+               f"a watch counts as stalled after {bound:.0f}s)")
     else:
         bad = [r for r in k.reflectors if not r.connected]
         api = (False, f"{len(bad)} of {len(k.reflectors)} watches not answering: "
