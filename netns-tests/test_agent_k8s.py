@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+import time
 
 import pytest
 
 from testlab import rbac
 from testlab.k8sapi import KubeApiServer, endpoint_slice, node, service
-from testlab.netns import agent_cmd, in_netns, wait_for
+from testlab.netns import agent_cmd, in_netns, sh, wait_for
 from conftest import tor_config
 
 RA = "routeagent.io/v1alpha1"
@@ -181,8 +183,9 @@ def test_cluster_mode_end_to_end(cluster):
 
 
 def test_restart_while_api_server_is_down_flaps_nothing(cluster, monitor_factory):
-    """The Kubernetes source gates the restart: an agent restarted while the API server is away
-    waits for its first full list before touching anything, then adopts every route unchanged."""
+    """The Kubernetes source gates the restart: an agent restarted while the API server is away,
+    without a snapshot to run from, waits for its first full list before touching anything, then
+    adopts every route unchanged."""
     lab, api = cluster.lab, cluster.api
     bird = lab.bird("tor", tor_config([POD_B]))
     api.put(node("node-a", [POD_A], ["10.0.0.254"], {"rack": "r1"}))
@@ -198,6 +201,7 @@ def test_restart_while_api_server_is_down_flaps_nothing(cluster, monitor_factory
 
     api.stop()
     n.kill(cluster.proc)
+    os.unlink(n.state / "cluster-snapshot.json")  # the snapshot's case is the test below
     log_mark = len(n.logtext())
     cluster.start_agent_nowait()
     # the new agent runs and keeps trying to reach the API server; nothing is touched meanwhile
@@ -211,6 +215,93 @@ def test_restart_while_api_server_is_down_flaps_nothing(cluster, monitor_factory
     n.wait_ready(cluster.proc, timeout=40)
     wait_for(lambda: n.api("/api/peers")[0]["state"] == "up", 30, what="session up again")
     wait_for(lambda: bird_has(bird, f"{LB_VIP}/32") and bird_has(bird, POD_A), 30, what="adverts back")
+    mon.mark()
+    assert mon.events() == [], "the restart changed kernel routes"
+    assert POD_B in n.routes()
+
+
+def readyz_verbose(ns: str) -> str:
+    """/readyz?verbose, whatever the status code (503 while not ready)."""
+    code = ("import urllib.request, urllib.error\n"
+            "try: print(urllib.request.urlopen('http://127.0.0.1:9180/readyz?verbose', timeout=2).read().decode())\n"
+            "except urllib.error.HTTPError as e: print(e.read().decode())\n")
+    return sh(sys.executable, "-c", code, ns=ns, check=False).stdout
+
+
+def test_hung_api_server_detected_and_restart_runs_from_the_snapshot(cluster, monitor_factory):
+    """Issue 16 items 2 and 3. A hung API server (accepts, answers nothing) is detected by the
+    silent watches within the stall bound learned from the bookmarks (/readyz?verbose, metrics);
+    an agent restarted while it hangs runs BGP and the advertisements from the last-known-good
+    snapshot, so the ToR keeps the pod CIDR and the VIP beyond the graceful-restart time (15 s
+    here) and the kernel routes stay; when the API server answers again the live view takes over
+    and a change made meanwhile is applied."""
+    lab, api = cluster.lab, cluster.api
+    bird = lab.bird("tor", tor_config([POD_B]))
+    api.put(node("node-a", [POD_A], ["10.0.0.254"], {"rack": "r1"}))
+    api.put(node("node-b", [POD_B], ["10.0.1.200"], {"rack": "r1"}))
+    for obj in CONFIG:
+        api.put(obj)
+    api.put(dict(CONFIG[1], spec=dict(CONFIG[1]["spec"], gracefulRestartSeconds=15)))
+    api.put(service("web", cluster_ips=[CLUSTER_IP], type="LoadBalancer", lb_ips=[LB_VIP]))
+    cluster.start_agent()
+    n = lab.node
+    n.wait_routes(lambda r: POD_B in r, timeout=30)
+    wait_for(lambda: bird_has(bird, f"{LB_VIP}/32") and bird_has(bird, POD_A), 30, what="adverts")
+    wait_for(lambda: (n.state / "cluster-snapshot.json").exists(), 15, what="the snapshot")
+
+    # a hung API server: the silent watches say so within the learned stall bound (5 s here)
+    wait_for(lambda: "stalled after 5s" in readyz_verbose(n.ns), 10, what="stall bound learned")
+    api.hang()
+    t0 = time.monotonic()
+    try:
+        wait_for(lambda: "[-]kubernetes-api" in readyz_verbose(n.ns), 20, interval=0.2, what="hung API seen")
+        detected = time.monotonic() - t0
+        print(f"hung API server detected after {detected:.1f}s")
+        assert detected < 12
+        assert "route_agent_k8s_api_connected 0.0" in n.api("/metrics")
+        assert bird_has(bird, POD_A) and n.api("/api/peers")[0]["state"] == "up"  # routing unaffected
+    finally:
+        api.hang(False)
+    wait_for(lambda: "route_agent_k8s_api_connected 1.0" in n.api("/metrics"), 30, what="API answering again")
+    stalls = sum(float(v) for v in re.findall(r'route_agent_k8s_watch_stalls_total\{resource="[^"]+"\} (\S+)',
+                                              n.api("/metrics")))
+    assert stalls >= 1
+
+    # restart while the API server hangs: BGP from the snapshot, nothing withdrawn at the ToR
+    mon = monitor_factory(n.ns)
+    api.hang()
+    try:
+        n.kill(cluster.proc)
+        killed = time.monotonic()
+        cluster.start_agent_nowait()
+        missing, down, up_again = [], None, None
+        while time.monotonic() - killed < 25:  # beyond the 15 s the ToR keeps stale routes
+            for prefix in (POD_A, f"{LB_VIP}/32"):
+                if not bird_has(bird, prefix):
+                    missing.append((round(time.monotonic() - killed, 1), prefix))
+            established = "Established" in bird.cmd("show", "protocols", "n4", check=False)
+            if not established and down is None:
+                down = time.monotonic() - killed
+            elif established and down is not None and up_again is None:
+                up_again = time.monotonic() - killed
+        print(f"session down at the ToR {down}s after the kill, up again from the snapshot after {up_again}s")
+        assert missing == [], f"withdrawn at the ToR: {missing[:5]}"
+        assert up_again is not None and up_again < 15
+        assert n.api("/api/peers")[0]["state"] == "up"
+        verbose = readyz_verbose(n.ns)
+        assert "[-]kubernetes-config not ok: running from the last-known-good snapshot" in verbose
+        assert "route_agent_k8s_config_from_snapshot 1.0" in n.api("/metrics")
+        # a change while the agent cannot see it
+        api.put(service("web2", cluster_ips=["10.96.0.30"], type="LoadBalancer", lb_ips=["198.51.100.30"]))
+    finally:
+        api.hang(False)
+    wait_for(lambda: bird_has(bird, "198.51.100.30/32"), 30, what="the live view's new VIP")
+    wait_for(lambda: "[+]kubernetes-config ok: live" in readyz_verbose(n.ns), 10, what="live again")
+    st = wait_for(lambda: ((api.get(RA, "RouteAgentNodeState", "node-a") or {}).get("status") or {}).get(
+        "configSource") == "live" and api.get(RA, "RouteAgentNodeState", "node-a")["status"], 30,
+        what="status: live")
+    assert st["apiServer"]["connected"] is True
+    assert bird_has(bird, POD_A) and bird_has(bird, f"{LB_VIP}/32")
     mon.mark()
     assert mon.events() == [], "the restart changed kernel routes"
     assert POD_B in n.routes()

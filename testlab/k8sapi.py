@@ -31,7 +31,9 @@ watcher's event line and by lists (built-in list items are encoded once more, la
 
 Test-side control (Python calls, thread-safe, work while the server is stopped): `KubeApiServer.put`,
 `.delete`, `.get`, `.objects`, `.compact` (forget history: resuming from an older version gets 410),
-`.close_watches` (drop open watch connections), `.restart` (stop listening and drop every connection,
+`.close_watches` (drop open watch connections), `.hang` (a hung server: connections are accepted
+and requests read, but nothing is answered and open watches fall silent, until ``hang(False)``,
+when everything waiting proceeds), `.restart` (stop listening and drop every connection,
 then listen again on the same port with the same objects and versions), `.calls` (a Counter of
 ``(verb, group, resource, subresource)`` with RBAC verb names, for an RBAC coverage test) and
 `.kubeconfig(path)`. `node`, `service` and `endpoint_slice` build typical objects.
@@ -338,6 +340,7 @@ class KubeApiServer:
         self._snapshots: dict[str, tuple[str, list[bytes]]] = {}  # paged lists in progress
         self._snapshot_ids = itertools.count(1)
         self._conns: set[socket.socket] = set()
+        self._hung = False
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -456,6 +459,20 @@ class KubeApiServer:
                     store.trimmed = store.history[-1].rv
                 store.history.clear()
                 store.floor = self._rv
+
+    def hang(self, on: bool = True) -> None:
+        """Answer nothing (``on``) or carry on; see the module DOC."""
+        with self._lock:
+            self._hung = on
+            for store in self._stores.values():
+                store.cond.notify_all()
+
+    def _wait_while_hung(self) -> bool:
+        """Block a request while the server hangs; False if it stopped meanwhile."""
+        with self._lock:
+            while self._hung and self._httpd is not None:
+                self._stores[("", "v1", "nodes")].cond.wait(0.2)
+            return self._httpd is not None
 
     def close_watches(self) -> None:
         """Drop every open watch connection (the clients see the connection break)."""
@@ -748,6 +765,9 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server.api
         length = int(self.headers.get("Content-Length") or 0)
         raw_body = self.rfile.read(length) if length else b""
+        if not api._wait_while_hung():
+            self.close_connection = True
+            return
         try:
             url = urlsplit(self.path)
             q = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -869,6 +889,10 @@ class _Handler(BaseHTTPRequestHandler):
                         if me.killed:
                             self.close_connection = True
                             return
+                        if api._hung:  # silent: no event, no bookmark, until it carries on
+                            store.cond.wait(0.2)
+                            next_bookmark = time.monotonic() + api.bookmark_interval
+                            continue
                         events = store.events_after(pos)
                         if events is None:  # fell behind the history: drop, as the watch cache does
                             self.close_connection = True

@@ -170,3 +170,45 @@ async def test_the_metrics_listener_serves_metrics_and_probes_only():
     finally:
         api.close()
         public.close()
+
+
+async def test_readyz_verbose_lists_the_checks_the_status_code_is_readiness():
+    """Issue 16.3: API connectivity and the configuration's source are shown, never decide."""
+    from agent.api import views
+    from agent.api.readview import K8sCounts, ReflectorCounts
+
+    k8s = K8sCounts((ReflectorCounts("nodes", True, 1, 0, 5, stalls=1, connected=False,
+                                     last_error="no event or bookmark for 5s: the watch is stalled"),
+                     ReflectorCounts("services", True, 0, 0, 3, silent_seconds=2.0)),
+                    0, 0, 0, config_source="snapshot", snapshot_age=40.0)
+    view = FakeView(PREFIXES)
+    view.readiness = lambda: [("fib-sync", True, "initial re-sync done")] + views.k8s_checks(k8s)
+    server, port, _ = await start(view)
+    try:
+        code, body = await get(port, "/readyz?verbose")
+        plain = await get(port, "/readyz")
+    finally:
+        server.close()
+    assert code == 200 and plain == (200, b"ready\n")
+    assert body.decode().splitlines() == [
+        "[+]fib-sync ok: initial re-sync done",
+        "[-]kubernetes-api not ok: 1 of 2 watches not answering: nodes: no event or bookmark for 5s: "
+        "the watch is stalled",
+        "[-]kubernetes-config not ok: running from the last-known-good snapshot written 40s before the "
+        "start; the live view takes over once every resource is listed",
+        "readyz check passed"]
+    assert not k8s.connected and k8s.last_error.startswith("nodes: no event")
+
+
+def test_k8s_connectivity_metrics():
+    from agent.api.metrics import _k8s_metrics
+    from agent.api.readview import K8sCounts, ReflectorCounts
+
+    k8s = K8sCounts((ReflectorCounts("nodes", True, 1, 0, 5, stalls=2, connected=False, silent_seconds=7.5),),
+                    0, 0, 0, config_source="snapshot")
+    samples = {(s.name, s.labels.get("resource")): s.value for m in _k8s_metrics(k8s) for s in m.samples}
+    assert samples[("route_agent_k8s_api_connected", None)] == 0
+    assert samples[("route_agent_k8s_watch_stalls_total", "nodes")] == 2
+    assert samples[("route_agent_k8s_watch_answering", "nodes")] == 0
+    assert samples[("route_agent_k8s_watch_silence_seconds", "nodes")] == 7.5
+    assert samples[("route_agent_k8s_config_from_snapshot", None)] == 1

@@ -693,3 +693,64 @@ status: {observedGeneration: 2}
 
     config = load_text(text)
     assert config.static[0].metadata.annotations == {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+
+
+KUBECTL_LIST = """apiVersion: v1
+items:
+- apiVersion: routeagent.io/v1alpha1
+  kind: StaticRoutes
+  metadata:
+    annotations: {kubectl.kubernetes.io/last-applied-configuration: "{}"}
+    creationTimestamp: "2026-12-03T08:00:00Z"
+    generation: 1
+    managedFields: [{manager: kubectl, operation: Update, fieldsV1: {f:spec: {}}}]
+    name: uplinks
+    resourceVersion: "4711"
+    uid: 0b5c6f0e-1d1a-4a6e-9d8e-000000000000
+  spec:
+    routes: [{prefix: 192.0.2.0/24, blackhole: true}]
+- apiVersion: routeagent.io/v1alpha1
+  kind: RouteAgentNodeState
+  metadata: {name: node-a, resourceVersion: "4712", uid: x}
+  spec: {nodeName: node-a}
+  status: {ready: true, peersUp: 1}
+- apiVersion: routeagent.io/v1alpha1
+  kind: BgpPeer
+  metadata: {name: tor, resourceVersion: "4713", uid: y}
+  spec: {peerAddress: 10.0.0.1, peerAS: 65001, localAS: 65000, routerId: 10.0.0.2}
+  status: {}
+kind: List
+metadata:
+  resourceVersion: ""
+"""
+
+
+def test_kubectl_get_list_output_validates(tmp_path, capsys):
+    """Issue 16.7: `kubectl get staticroutes,bgppeers,routeagentnodestates -o yaml` prints a
+    `kind: List` with server-set fields: each item validates like the manifest that created it;
+    the agents' status objects are skipped and said so."""
+    from agent.config.loader import load_text, validate_main
+
+    config = load_text(KUBECTL_LIST)
+    assert [s.metadata.name for s in config.static] == ["uplinks"]
+    assert [p.metadata.name for p in config.peers] == ["tor"]
+    path = tmp_path / "all.yaml"
+    path.write_text(KUBECTL_LIST)
+    assert validate_main(path) == 0
+    assert capsys.readouterr().out == "ok: 2 objects (1 RouteAgentNodeState skipped: status the agents write)\n"
+
+
+def test_kubectl_list_items_report_their_own_lines(tmp_path, capsys):
+    from agent.config.loader import validate_main
+
+    text = KUBECTL_LIST.replace("peerAS: 65001", "peerAS: 23456").replace(
+        "kind: StaticRoutes", "kind: StaticRoute")
+    text += "---\napiVersion: routeagent.io/v1alpha1\nkind: BgpPeerList\nitems: [7]\n"
+    path = tmp_path / "all.yaml"
+    path.write_text(text)
+    assert validate_main(path) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{path}:4: StaticRoute/uplinks: kind: unknown kind 'StaticRoute'")
+    assert err[1].startswith(f"{path}:23: BgpPeer/tor: spec.peerAS: ")
+    assert err[2] == f"{path}:31: document 2 items[0]: expected a mapping with apiVersion, kind, metadata and spec, not a number"
+    assert err[-1] == "invalid: 3 problems"

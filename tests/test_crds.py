@@ -570,3 +570,28 @@ def test_crd_for_a_new_kind_gets_derived_names():
     assert crd["spec"]["names"]["singular"] == "widgetpolicy"
     assert _schema(crd)["required"] == ["spec"]
     assert structural_problems(_schema(crd)) == []
+
+
+def test_node_state_status_schema_says_what_each_count_is():
+    """Issue 16.4: every status field is described, and every count says whether it is current
+    (what holds now) or cumulative (since the agent started)."""
+    status = _schema(_committed()["RouteAgentNodeState"])["properties"]["status"]
+    assert "x-kubernetes-preserve-unknown-fields" not in status
+    counts = []
+
+    def walk(node, path):
+        assert node.get("description") or (path.endswith("[]") and node["type"] == "string"), path
+        if node.get("type") == "integer":
+            counts.append(path)
+            assert node["description"].startswith(("Current:", "Cumulative")), (path, node["description"])
+            assert node.get("minimum") == 0, path
+        for name, sub in (node.get("properties") or {}).items():
+            walk(sub, f"{path}.{name}")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}.*")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]")
+
+    walk(status, "status")
+    assert {"status.peers[].families.*.received", "status.peers[].families.*.accepted",
+            "status.advertisedTotal", "status.apiServer.watchStalls"} <= set(counts)

@@ -206,8 +206,7 @@ EXPECTED_GRANTS = {
     *{(v, "networking.k8s.io", "servicecidrs") for v in RO},
     *{(v, CR_GROUP, r) for v in RO for r in
       ("agentconfigs", "staticroutes", "bgppeers", "bgpspeakers", "routepolicies", "advertisements")},
-    ("get", CR_GROUP, "routeagentnodestates"),
-    ("create", CR_GROUP, "routeagentnodestates"),
+    *{(v, CR_GROUP, "routeagentnodestates") for v in ("get", "list", "watch", "create")},
     *{(v, CR_GROUP, "routeagentnodestates/status") for v in ("get", "update", "patch")},
     *{(v, g, "events") for v in ("create", "patch") for g in ("", "events.k8s.io")},
 }
@@ -248,6 +247,7 @@ def test_no_other_roles_in_the_manifests():
     ("list", "networking.k8s.io", "servicecidrs", ""),
     ("watch", CR_GROUP, "bgppeers", ""),
     ("create", CR_GROUP, "routeagentnodestates", ""),
+    ("watch", CR_GROUP, "routeagentnodestates", ""),  # its own, to write it again when deleted
     ("patch", CR_GROUP, "routeagentnodestates", "status"),
     ("update", CR_GROUP, "routeagentnodestates", "status"),
     ("create", "", "events", ""),
@@ -271,7 +271,6 @@ def test_allowed(call):
     ("update", CR_GROUP, "routeagentnodestates", ""),
     ("patch", CR_GROUP, "routeagentnodestates", ""),
     ("delete", CR_GROUP, "routeagentnodestates", ""),
-    ("list", CR_GROUP, "routeagentnodestates", ""),
     ("get", "", "events", ""),
     ("create", "", "pods", ""),
 ])

@@ -556,3 +556,14 @@ def test_node_addresses():
         {"type": "Hostname", "address": ME}]}})
     st.apply(batch("nodes", n))
     assert st.node_addresses() == ["192.168.1.10", "203.0.113.9"]
+
+
+def test_problems_name_the_object_and_its_resource_version_not_a_line():
+    """Issue 16.5: `kubernetes:40: BgpPeer/tor-rack1: ...` told nothing; the object does."""
+    st = synced_state(peer("tor"))
+    bad = peer("tor", holdTime=2)
+    bad["metadata"]["resourceVersion"] = "4711"
+    st.apply(crd_batch(bad))
+    (line,) = st.problem_lines()
+    assert line.startswith("BgpPeer/tor (resourceVersion 4711): spec.holdTime: ")
+    assert "kubernetes" not in line

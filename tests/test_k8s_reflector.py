@@ -293,3 +293,38 @@ def test_expired_continue_token_relists_without_half_applied_state(server, api):
     assert calls[0] is None and calls[1] and calls[2] is None  # the list started over
     assert [len(b.upserts) for b in sink.batches] == [4]
     assert sink.names() == ["n0", "n1", "n2", "n3"]
+
+
+def test_stall_bound_is_learned_from_the_bookmarks():
+    r = Reflector("x", lambda **kw: None, lambda b: None, watch_timeout=300)
+    assert r.stall_bound == 330  # no bookmark seen yet: the server may send none
+    r._bookmark_gap, r._bookmarks_seen = 60.2, 5  # kube-apiserver: about one a minute
+    assert r.stall_bound == pytest.approx(91.3)
+    r._bookmark_gap = 0.1  # a fast test server: the floor
+    assert r.stall_bound == 5.0
+    r._bookmark_gap = 400
+    assert r.stall_bound == 330  # never beyond the request timeout
+    assert Reflector("y", None, None, stall_timeout=2.5).stall_bound == 2.5
+
+
+def test_hung_server_is_detected_by_the_silent_watch_and_relisted(server, api, run):
+    """Issue 16.3: a hung API server (accepts, answers nothing) stops the bookmarks; after the
+    learned stall bound the watch counts as stalled, connectivity says so, and the resource is
+    re-listed when the server answers again, changes made meanwhile included."""
+    server.put(node("a"))
+    sink = Sink()
+    r = run("nodes", client.CoreV1Api(api).list_node, sink, watch_timeout=300, list_timeout=30)
+    poll(lambda: r.synced and r.connected)
+    poll(lambda: r.stall_bound == 5.0)  # learned from bookmarks every 0.1 s: the floor
+    server.hang()
+    hung = time.monotonic()
+    try:
+        wait_for(lambda: r.stalls == 1, 15, interval=0.05, what="stall detected")
+        detected = time.monotonic() - hung
+        assert 4.5 <= detected < 9, detected
+        assert not r.connected and "stalled" in r.last_error
+        server.put(node("b"))  # written while hung (the test side still works)
+    finally:
+        server.hang(False)
+    poll(lambda: sink.names() == ["a", "b"] and r.connected)
+    assert r.relists == 1

@@ -111,3 +111,19 @@ async def test_agent_without_kubernetes_credentials_fails_clearly(tmp_path, monk
                   state_dir=str(tmp_path / "state"), api_port=0)
     with pytest.raises(ConfigError, match="cannot set up the Kubernetes client"):
         await agent.run()
+
+
+def test_status_is_replaced_as_a_whole_no_key_of_an_older_status_remains(api, tmp_path):
+    """Issue 16.4: a merge patch left `advertised: {ipv4: 2}` of an earlier status next to
+    `advertisedTotal: 0`; the status is now replaced as a whole."""
+    ks = source.KubeSource("node-a", lambda batch: None, kubeconfig=api.kubeconfig(tmp_path / "kc"))
+    try:
+        ks.publish_status({"advertised": {"ipv4": 2}, "advertisedTotal": 2, "peers": [{"name": "x"}]})
+        wait_for(lambda: (api.get(RA, "RouteAgentNodeState", "node-a") or {}).get("status", {}).get(
+            "advertisedTotal") == 2, 5, what="first status")
+        ks.publish_status({"advertised": {"ipv6": 0}, "advertisedTotal": 0})
+        wait_for(lambda: api.get(RA, "RouteAgentNodeState", "node-a")["status"] == {
+            "advertised": {"ipv6": 0}, "advertisedTotal": 0}, 5, what="status replaced")
+    finally:
+        ks.stop()
+    assert [c for c in api.calls if not rbac.allowed(*c)] == []

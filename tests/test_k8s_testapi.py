@@ -287,3 +287,31 @@ def test_many_objects():
         raw = json.loads(client.CoreV1Api(api).list_service_for_all_namespaces(_preload_content=False).data)
         assert len(raw["items"]) == 2000
         assert time.monotonic() - t0 < 5
+
+
+def test_hang_answers_nothing_until_released(server, api):
+    """A hung server accepts and reads requests, answers nothing, and open watches fall silent;
+    released, the waiting requests are answered."""
+    import threading
+
+    v1 = client.CoreV1Api(api)
+    server.put(node("a"))
+    w = Stream(v1.list_node, resource_version=server.resource_version, allow_watch_bookmarks=True,
+               timeout_seconds=30)
+    poll(lambda: w.next_event()["type"] == "BOOKMARK")
+    server.hang()
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(v1.list_node()), daemon=True)
+    t.start()
+    t.join(1.0)
+    assert answers == []  # the list waits
+    with pytest.raises((urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.MaxRetryError)):
+        Stream(v1.list_node, _request_timeout=(2, 0.5)).next_event()
+    server.put(node("b"))  # the test side still works
+    server.hang(False)
+    t.join(5)
+    assert sorted(n.metadata.name for n in answers[0].items) == ["a", "b"]
+    ev = w.next_event()
+    while ev["type"] == "BOOKMARK":  # the open watch carries on
+        ev = w.next_event()
+    assert ev["type"] == "ADDED" and ev["object"]["metadata"]["name"] == "b"

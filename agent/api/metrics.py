@@ -54,15 +54,35 @@ def _k8s_metrics(k: K8sCounts):
     synced = GaugeMetricFamily("route_agent_k8s_synced", "1 once the resource's first list is done.",
                                labels=["resource"])
     counters = {name: CounterMetricFamily(f"route_agent_k8s_{name}", text, labels=["resource"])
-                for name, text in (("relists", "Relists after 410 Gone."),
+                for name, text in (("relists", "Relists after 410 Gone or a stalled watch."),
                                    ("restarts", "Watch reconnections after an error."),
-                                   ("events", "Watch events received."))}
+                                   ("events", "Watch events received."),
+                                   ("watch_stalls", "Watches silent (no event, no bookmark) beyond "
+                                    "the stall bound, abandoned and re-listed."))}
+    answering = GaugeMetricFamily("route_agent_k8s_watch_answering", "1 while the resource's last "
+                                  "list or watch answered and its watch is not stalled.", labels=["resource"])
+    silent = GaugeMetricFamily("route_agent_k8s_watch_silence_seconds", "Seconds since the API server "
+                               "last sent anything on the resource's list or watch.", labels=["resource"])
+    bound = GaugeMetricFamily("route_agent_k8s_watch_stall_bound_seconds", "Silence after which the "
+                              "resource's watch counts as stalled (learned from the bookmarks).",
+                              labels=["resource"])
     for r in k.reflectors:
         synced.add_metric([r.name], 1 if r.synced else 0)
+        answering.add_metric([r.name], 1 if r.connected else 0)
+        silent.add_metric([r.name], r.silent_seconds)
+        bound.add_metric([r.name], r.stall_seconds)
         for name, fam in counters.items():
-            fam.add_metric([r.name], getattr(r, name))
+            fam.add_metric([r.name], r.stalls if name == "watch_stalls" else getattr(r, name))
     yield synced
+    yield answering
+    yield silent
+    yield bound
     yield from counters.values()
+    yield GaugeMetricFamily("route_agent_k8s_api_connected", "1 while every watch answers (the API "
+                            "server is reachable and not hung).", value=1 if k.connected else 0)
+    yield GaugeMetricFamily("route_agent_k8s_config_from_snapshot", "1 while the configuration runs "
+                            "from the last-known-good snapshot (the API server not listed yet).",
+                            value=1 if k.config_source == "snapshot" else 0)
     yield CounterMetricFamily("route_agent_k8s_status_writes", "Status updates of the node's "
                               "RouteAgentNodeState.", value=k.status_writes)
     yield CounterMetricFamily("route_agent_k8s_write_errors", "Failed status or Event writes.",

@@ -52,6 +52,11 @@ class ReflectorCounts:
     relists: int
     restarts: int
     events: int
+    stalls: int = 0  # watches silent beyond the stall bound, abandoned and re-listed
+    connected: bool = True  # the last list or watch answered, and the watch is not stalled
+    last_error: str = ""
+    silent_seconds: float = 0.0  # since the last byte from the API server on this resource
+    stall_seconds: float = 0.0  # the current stall bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,20 @@ class K8sCounts:
     write_errors: int
     rejected_objects: int
     events_dropped: int = 0
+    config_source: str = "live"  # "snapshot": running from the last-known-good snapshot
+    snapshot_age: float | None = None  # seconds, while running from the snapshot
+    warnings: tuple[str, ...] = ()  # configuration accepted but not applied as written
+    node_missing: bool = False  # every Node is listed and this node's is not among them
+
+    @property
+    def connected(self) -> bool:
+        """Every watch answers (the API server is reachable and not hung)."""
+        return all(r.connected for r in self.reflectors)
+
+    @property
+    def last_error(self) -> str:
+        return next((f"{r.name}: {r.last_error}" for r in self.reflectors
+                     if not r.connected and r.last_error), "")
 
 
 class ReadView(Protocol):
@@ -101,3 +120,6 @@ class ReadView(Protocol):
 
     def k8s_counts(self) -> K8sCounts | None:
         """None in standalone mode."""
+
+    def readiness(self) -> list[tuple[str, bool, str]]:
+        """(check, ok, detail) behind /readyz: the first decides readiness, the others inform."""

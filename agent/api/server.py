@@ -14,6 +14,10 @@ IPv4 first). A page takes a copy of the RIB's prefixes, picks the next `limit` o
 with a yield to the loop between chunks, and only then decides those rows; so a big RIB never
 stalls routing for long. A request line over 64 KiB is answered 414, over-long or too many header
 lines 431, each logged at most once a minute (with the number of others since).
+
+``/readyz?verbose`` lists the checks behind the answer (kube-apiserver's style): the initial
+re-sync (which alone decides readiness) and in cluster mode the API server connection and the
+configuration's source (live or the snapshot), which are reported but never make a node unready.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..core.model import Prefix
+from . import views
 from .metrics import Metrics
 from .readview import ReadView
 
@@ -99,7 +104,10 @@ async def _route(view: ReadView, metrics: Metrics, path: str,
     if path == "/healthz":
         return 200, "text/plain", b"ok\n"
     if path == "/readyz":
-        return (200, "text/plain", b"ready\n") if view.ready() else (503, "text/plain", b"not ready\n")
+        ready = view.ready()
+        if "verbose" in query:  # the checks behind the answer (the status code is the same)
+            return 200 if ready else 503, "text/plain", views.readiness_text(ready, view.readiness()).encode()
+        return (200, "text/plain", b"ready\n") if ready else (503, "text/plain", b"not ready\n")
     if path == "/api/rib":
         try:
             after, limit = _page_args(query)
@@ -169,11 +177,11 @@ class ApiServer:
                 status, ctype, body = 405, "text/plain", b"only GET\n"
             else:
                 url = urlsplit(parts[1])
+                query = parse_qs(url.query, keep_blank_values=True)  # ?verbose has no value
                 if self.public and url.path not in PUBLIC_PATHS:
                     status, ctype, body = 404, "text/plain", b"not found\n"
                 else:
-                    status, ctype, body = await _route(self.view, self.metrics, url.path,
-                                                       parse_qs(url.query))
+                    status, ctype, body = await _route(self.view, self.metrics, url.path, query)
             await self._respond(writer, status, ctype, body)
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.debug("api client: %s", exc)

@@ -49,3 +49,34 @@ def candidate(c) -> dict:
                       "asPath": list(b.as_path), "origin": b.origin.name.lower(), "med": b.med,
                       "communities": list(b.communities), "largeCommunities": list(b.large_communities)}
     return out
+
+
+def k8s_checks(k) -> list[tuple[str, bool, str]]:
+    """The cluster-mode lines of /readyz?verbose from `K8sCounts`: the API server connection (any
+    watch failing or stalled names itself) and where the running configuration comes from."""
+    if k.connected:
+        silent = max((r.silent_seconds for r in k.reflectors), default=0.0)
+        bound = max((r.stall_seconds for r in k.reflectors), default=0.0)
+        api = (True, f"{len(k.reflectors)} watches answering (longest silence {silent:.0f}s, "
+               f"a watch counts as stalled after {bound:.0f}s)")
+    else:
+        bad = [r for r in k.reflectors if not r.connected]
+        api = (False, f"{len(bad)} of {len(k.reflectors)} watches not answering: "
+               + "; ".join(f"{r.name}: {r.last_error or 'no answer yet'}" for r in bad[:3]))
+    checks = [("kubernetes-api", *api)]
+    if k.node_missing:
+        checks.append(("kubernetes-node", False, "this node's Node object does not exist (NODE_NAME?)"))
+    if k.config_source == "snapshot":
+        age = "" if k.snapshot_age is None else f" written {k.snapshot_age:.0f}s before the start"
+        checks.append(("kubernetes-config", False, f"running from the last-known-good snapshot{age}; "
+                       "the live view takes over once every resource is listed"))
+    else:
+        checks.append(("kubernetes-config", True, "live"))
+    return checks
+
+
+def readiness_text(ready: bool, checks) -> str:
+    """/readyz?verbose in kube-apiserver's style: ``[+]check ok`` / ``[-]check ...`` lines, then
+    the verdict (only the first check, the initial re-sync, decides readiness)."""
+    lines = [f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'not ok'}: {detail}" for name, ok, detail in checks]
+    return "\n".join(lines + [f"readyz check {'passed' if ready else 'failed'}"]) + "\n"

@@ -40,9 +40,10 @@ Decisions:
   dropped (absent and null mean the same). The test applies the CRD defaults to every sample and
   checks the model comes out equal.
 * **Top level**: ``apiVersion``, ``kind``, ``metadata`` (``type: object``, the API server owns its
-  schema), ``spec`` (required when the model has no default for it), and ``status`` (``type:
-  object``, ``x-kubernetes-preserve-unknown-fields``) with a ``status`` subresource, for the
-  per-node status the agent will report.
+  schema), ``spec`` (required when the model has no default for it), and ``status`` with a
+  ``status`` subresource: generated from the kind's ``status_model`` (RouteAgentNodeState: every
+  field described, current vs cumulative), else ``type: object`` with
+  ``x-kubernetes-preserve-unknown-fields``.
 * **Names**: plural/singular are the lowercase kind (``staticroutes`` is both, like ``endpoints``);
   short names start with ``ra`` so they do not collide with other BGP projects' kinds (Calico and
   MetalLB also have ``bgppeers``); every kind is in the category ``route-agent``
@@ -226,6 +227,15 @@ def spec_schema(kind_name: str, model: type[BaseModel]) -> dict[str, Any]:
     return _ordered(schema)
 
 
+def _status_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The kind's ``status_model`` as a structural schema; free-form for the configuration kinds."""
+    status = getattr(model, "status_model", None)
+    if status is None:
+        return {"description": "Observed state, written by the agents (status subresource).",
+                "type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return structural_schema(status.model_json_schema(by_alias=True, mode="validation"), "status")
+
+
 def _spec_required(model: type[BaseModel]) -> bool:
     spec_field = model.model_fields["spec"]
     return spec_field.default is PydanticUndefined and spec_field.default_factory is None
@@ -247,11 +257,7 @@ def crd_for(kind_name: str, model: type[BaseModel]) -> dict[str, Any]:
             },
             "metadata": {"type": "object"},
             "spec": spec_schema(kind_name, model),
-            "status": {
-                "description": "Observed state, written by the agents (status subresource).",
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
-            },
+            "status": _status_schema(model),
         },
     }
     if model.__doc__:

@@ -21,6 +21,12 @@ pydantic's checks the loader reports duplicate mapping keys (YAML silently keeps
 unknown ``apiVersion``/``kind`` (naming the known kinds) and the rules between objects
 (`agent.config.resolve.find_conflicts`: one AgentConfig, unique kind/name).
 
+What ``kubectl get ... -o yaml`` prints validates like the manifest that created it: a
+``kind: List`` (or ``<Kind>List``) document is read item by item (each item's problems at its own
+lines, unnamed items as ``document N items[i]``), server-set metadata (uid, resourceVersion,
+managedFields ...) and ``status`` are dropped before validation, and `RouteAgentNodeState` objects
+(the agents' status, e.g. from ``kubectl get route-agent -o yaml``) are skipped and counted.
+
 `load_path` raises `ConfigError` (``.problems``) or returns the `Config`. `config_fingerprint` is
 a cheap stat-only summary of the files `load_path` would read, for polling. `validate_main` is
 the body of ``route-agent validate PATH``.
@@ -42,6 +48,7 @@ from .base import API_VERSION, Resource
 from .resolve import Config, find_conflicts
 from .fieldpath import field_error, format_loc
 from .kinds import KINDS
+from .nodestate import STATUS_KINDS
 from .files import FileProblem, read_bounded
 from .yamldoc import MAX_CHARS, YamlError, documents, duplicate_keys, line_of, yaml_type
 
@@ -128,6 +135,7 @@ class _Doc:
     number: int  # 1-based position among the file's YAML documents
     node: yaml.Node
     data: Any
+    item: int | None = None  # the position in the ``items`` of a ``kind: List`` document
 
     @property
     def line(self) -> int:
@@ -141,7 +149,7 @@ class _Doc:
             name = meta.get("name") if isinstance(meta, dict) else None
             if isinstance(kind, str) and kind and isinstance(name, str) and name:
                 return f"{kind}/{name}"
-        return f"document {self.number}"
+        return f"document {self.number}" + ("" if self.item is None else f" items[{self.item}]")
 
     def problem(self, field: str, message: str, loc: tuple = ()) -> Problem:
         return Problem(self.file, self.label, field, message, line_of(self.node, loc))
@@ -154,6 +162,7 @@ class _Loader:
         self.objects: list[tuple[Resource, _Doc]] = []
         self.problems: list[Problem] = []
         self.files = 0
+        self.skipped: list[str] = []  # RouteAgentNodeState objects: written by the agents, not read
         self.sources: list[str] = []  # the paths and texts loaded, for the empty-configuration problem
 
     def path(self, path: str | os.PathLike[str]) -> None:
@@ -203,6 +212,35 @@ class _Loader:
         if not isinstance(data, dict):
             self.problems.append(doc.problem(
                 "", f"expected a mapping with apiVersion, kind, metadata and spec, not a {yaml_type(data)}"))
+            return
+        if _is_list(data):
+            self._list(doc)
+        else:
+            self._object(doc)
+
+    def _list(self, doc: _Doc) -> None:
+        """``kind: List`` (what ``kubectl get ... -o yaml`` prints for several objects) or a typed
+        ``<Kind>List``: each item is read as a document of its own, its lines where they are."""
+        items = doc.data.get("items")
+        if items is None:
+            return
+        node = next((v for k, v in getattr(doc.node, "value", ()) if getattr(k, "value", None) == "items"), None)
+        if not isinstance(items, list) or not isinstance(node, yaml.SequenceNode):
+            self.problems.append(doc.problem("items", f"expected a list of objects, not a {yaml_type(items)}",
+                                             ("items",)))
+            return
+        for i, (item, item_node) in enumerate(zip(items, node.value)):
+            sub = _Doc(doc.file, doc.number, item_node, item, i)
+            if not isinstance(item, dict):
+                self.problems.append(sub.problem(
+                    "", f"expected a mapping with apiVersion, kind, metadata and spec, not a {yaml_type(item)}"))
+            else:
+                self._object(sub)
+
+    def _object(self, doc: _Doc) -> None:
+        data = doc.data
+        if data.get("kind") in STATUS_KINDS and data.get("apiVersion") == API_VERSION:
+            self.skipped.append(doc.label)  # the agents' status objects, e.g. `kubectl get route-agent`
             return
         own: list[Problem] = []
         api = data.get("apiVersion")
@@ -273,6 +311,15 @@ SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", 
                    "finalizers")
 
 
+def _is_list(data: dict) -> bool:
+    """``kind: List`` (apiVersion v1) or ``<Kind>List`` of a routeagent.io kind, with ``items``."""
+    kind, api = data.get("kind"), data.get("apiVersion")
+    if not isinstance(kind, str) or "items" not in data:
+        return False
+    return (kind == "List" and api == "v1") or (
+        api == API_VERSION and kind.endswith("List") and (kind[:-4] in KINDS or kind[:-4] in STATUS_KINDS))
+
+
 def _as_configuration(data: dict) -> dict:
     """The document without `status` and server-set metadata."""
     if "status" not in data and not (isinstance(data.get("metadata"), dict)
@@ -320,7 +367,9 @@ def validate_main(
         print(f"invalid: {n} problem{'' if n == 1 else 's'}", file=err)
         return 1
     n = len(loader.objects)
-    print(f"ok: {n} object{'' if n == 1 else 's'}", file=out)
+    skipped = len(loader.skipped)
+    note = f" ({skipped} RouteAgentNodeState skipped: status the agents write)" if skipped else ""
+    print(f"ok: {n} object{'' if n == 1 else 's'}{note}", file=out)
     return 0
 
 

@@ -75,7 +75,7 @@ class Agent:
         self.kube: KubeSync | None = None
         if kubernetes:
             self.kube = KubeSync(ClusterState(self.node_name), self.node_name, kubeconfig, self.queue,
-                                 self.metrics)
+                                 self.metrics, state_dir=self.state_dir)
             config = cfgmod.Config()  # until the first list of the CRDs (see run())
             self.metrics.reload_ok.set(1)
         else:  # invalid at start: ConfigError, nothing touched
@@ -143,7 +143,13 @@ class Agent:
                 raise
             r.reset(config)
             status = StatusPublisher(self.view, self.kube.kube.publish_status)
-            self.core.on("status", status.publish)
+            kube = self.kube
+
+            def on_status(reason=None) -> None:
+                status.publish(reason)
+                if reason == "periodic":
+                    kube.tick()  # the snapshot, when it changed or is due a refresh
+            self.core.on("status", on_status)
         _tune_gc()
         r.start_kernel()
         r.load_config(r.config)

@@ -5,6 +5,7 @@ goes through here, so they never reach into the routing state. It reads the stat
 core task between two of its steps (the API runs on the same event loop). Installed prefixes per
 peer need a walk over the RIB, so they are cached for INSTALLED_CACHE_SECONDS while the sizes of
 the RIB and the FIB stay the same (a table still arriving is counted again at each read).
+`readiness()` is the detail of /readyz?verbose.
 """
 
 from __future__ import annotations
@@ -126,10 +127,29 @@ class AgentView:
         kube = self.kube.kube if self.kube is not None else None
         if kube is None:
             return None
+        now = time.monotonic()
         return K8sCounts(
-            reflectors=tuple(ReflectorCounts(r.name, bool(r.synced), getattr(r, "relists", 0),
-                                             getattr(r, "restarts", 0), getattr(r, "events", 0))
-                             for r in kube.reflectors),
+            reflectors=tuple(ReflectorCounts(
+                r.name, bool(r.synced), r.relists, r.restarts, r.events, r.stalls, r.connected,
+                r.last_error or "", round(now - r.last_contact, 1), r.stall_bound)
+                for r in kube.reflectors),
             status_writes=kube.status_writes, write_errors=kube.write_errors,
-            events_dropped=getattr(kube, "events_dropped", 0),
-            rejected_objects=len(self.kube.cluster.problems))
+            events_dropped=kube.events_dropped,
+            rejected_objects=len(self.kube.cluster.problems),
+            **self.kube.config_state())
+
+    def readiness(self) -> list[tuple[str, bool, str]]:
+        """(check, ok, detail) for /readyz?verbose: the initial re-sync (what readiness means), and
+        in cluster mode the API server and the configuration's source (reported, never failing)."""
+        gate = self.routing.gate
+        if self.writer.ready:
+            sync = (True, f"initial re-sync done (gate opened by {gate.opened_by})")
+        elif gate.open:
+            sync = (False, "gate open, first kernel write in flight")
+        else:
+            sync = (False, "waiting for " + ", ".join(sorted(gate.waiting)))
+        checks = [("fib-sync", *sync)]
+        k8s = self.k8s_counts()
+        if k8s is not None:
+            checks += views.k8s_checks(k8s)
+        return checks

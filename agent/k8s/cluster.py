@@ -4,7 +4,8 @@ DOC: pure logic, owned by the agent's core task, fed with the reflectors' `Batch
 (`agent.k8s.reflector`) and asked three things:
 
 * `config()`: the configuration as it applies on this node. Every routeagent.io object is
-  validated on its own with the same models and messages as a file (`agent.configload`); an
+  validated on its own with the same models and messages as a file (`agent.config.loader`;
+  a problem reads ``BgpPeer/tor (resourceVersion 4711): spec.peerAS: ...``); an
   invalid object is reported (`problems`, with the field and the reason) and its **last good
   version keeps running** (none: it is left out), so one bad `kubectl apply` never takes the
   node's routing down. The objects are then joined (`Config.from_objects`: singletons, names,
@@ -25,11 +26,20 @@ DOC: pure logic, owned by the agent's core task, fed with the reflectors' `Batch
 does only the work needed (a Service change re-expands the advertisements, it does not
 re-validate the configuration). `synced` tells when every reflector has finished its first list:
 the agent's restart gate waits for it, so nothing is withdrawn or deleted before.
+
+Last-known-good snapshot (`agent.k8s.snapshot`): `snapshot()` is the state a restart needs when
+the API server does not answer (valid objects, this Node, the service advertisements' prefixes,
+the cluster's share of the guard); `restore(state)` seeds a fresh state with it. The seed stands
+in for each resource until that resource's first live list arrives (its objects are then
+replaced by the list's, so what was deleted meanwhile goes too); the Service VIPs and the guard's
+cluster inputs come from the seed until every resource is listed (a VIP of an
+``externalTrafficPolicy: Local`` Service needs the EndpointSlices too), and then the seed is
+dropped: the live view has taken over (`seeded` is False again).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -37,7 +47,7 @@ from ..config.resolve import Config, NodeIdentity, for_node
 from ..config.loader import ConfigError, Problem, _Loader
 from ..config.kinds import KINDS
 from ..core.model import Prefix
-from .objects import NodeInfo
+from .objects import NodeInfo, node_from
 from .services import Selection, ServiceVips
 
 GROUP, VERSION = "routeagent.io", "v1alpha1"
@@ -61,11 +71,33 @@ class Change:
         return self.config or self.adverts or self.guard or self.problems
 
 
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """What a restored snapshot stands in for until every resource is listed live."""
+
+    vips: dict = field(default_factory=dict)  # Advertisement name -> its prefixes on this node
+    all_vips: frozenset = frozenset()
+    service_cidrs: tuple = ()  # of ServiceCIDR objects
+    other_pod_cidrs: tuple = ()
+
+
+def object_label(data: dict) -> str:
+    """``Kind/name (resourceVersion N)``: where a problem of a watched object is."""
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    label = f"{data.get('kind') or '?'}/{meta.get('name') or '?'}"
+    rv = meta.get("resourceVersion")
+    return f"{label} (resourceVersion {rv})" if rv else label
+
+
 def validate_object(data: dict) -> tuple[object | None, list[Problem]]:
-    """One object as the API server sent it, through the file loader's checks and messages."""
+    """One object as the API server sent it, through the file loader's checks and messages. The
+    problems name the object and its resourceVersion instead of a file and line: the line of a
+    document the agent re-serialised itself means nothing to an operator."""
     loader = _Loader()
     loader.text(yaml.safe_dump(data, sort_keys=False), "kubernetes")
-    return (loader.objects[0][0] if loader.objects and not loader.problems else None), loader.problems
+    where = object_label(data)
+    problems = [Problem("", where, p.field, p.message) for p in loader.problems]
+    return (loader.objects[0][0] if loader.objects and not loader.problems else None), problems
 
 
 class ClusterState:
@@ -81,12 +113,17 @@ class ClusterState:
         self._guard_cache = None
         self._expanded: dict[str, tuple] = {}  # name -> (advert, prefixes, expanded advert)
         self._parsed: dict[str, Prefix] = {}
+        self.seed: Seed | None = None  # a restored snapshot, until the live view takes over
+        self._seeded: set[str] = set()  # resources whose objects still come from the seed
 
     # ---- input ----
     def apply(self, batch) -> Change:
         res = batch.resource
         change = Change()
-        if batch.synced:
+        if batch.synced and res not in self.synced_resources:
+            if res in self._seeded:  # the first live list replaces what the seed held
+                self._unseed(res)
+                change.config = True
             self.synced_resources.add(res)
         if res in CONFIG_RESOURCES:
             kind = CONFIG_RESOURCES[res]
@@ -133,7 +170,79 @@ class ClusterState:
             for sc in batch.upserts:
                 self.service_cidrs[sc.name] = sc.cidrs
             change.guard = True
+        if self.seed is not None and self.synced:  # the live view is complete: it takes over
+            self.seed = None
+            change.config = change.adverts = change.guard = True
         return change
+
+    def _unseed(self, res: str) -> None:
+        self._seeded.discard(res)
+        if res == "nodes":
+            self.nodes.clear()
+            return
+        kind = CONFIG_RESOURCES[res]
+        for key in [k for k in self.good if k[0] == kind]:
+            del self.good[key]
+
+    # ---- the last-known-good snapshot ----
+    @property
+    def seeded(self) -> bool:
+        return self.seed is not None
+
+    def snapshot(self) -> dict | None:
+        """This node's view for a restart without the API server; None unless it is complete
+        and live (a seed is never written back as if it were confirmed)."""
+        node = self.node
+        if self.seed is not None or node is None or not self.synced:
+            return None
+        try:
+            self.config()  # the service selections of the current configuration
+        except ConfigError:
+            pass  # the last good ones
+        return {
+            "objects": [o.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                        for _, o in sorted(self.good.items())],
+            "node": {"labels": dict(node.labels), "podCIDRs": list(node.pod_cidrs),
+                     "addresses": [list(a) for a in node.addresses]},
+            "vips": {name: list(self.vips.vips(name)) for name in sorted(self._selections)},
+            "allVips": sorted(self.vips.all_vips()),
+            "serviceCIDRs": sorted({c for cidrs in self.service_cidrs.values() for c in cidrs}),
+            "otherPodCIDRs": sorted({c for n in self.nodes.values() if n.name != self.node_name
+                                     for c in n.pod_cidrs}),
+        }
+
+    def restore(self, state: dict) -> list[str]:
+        """Seed the resources not listed live yet from a snapshot; the objects that no longer
+        validate are left out and named in the returned list. ValueError if it is malformed."""
+        try:
+            raw_node = state["node"]
+            node = node_from({"metadata": {"name": self.node_name, "labels": raw_node["labels"]},
+                              "spec": {"podCIDRs": raw_node["podCIDRs"]},
+                              "status": {"addresses": [{"type": t, "address": a}
+                                                       for t, a in raw_node["addresses"]]}})
+            seed = Seed({str(k): tuple(map(str, v)) for k, v in state["vips"].items()},
+                        frozenset(map(str, state["allVips"])), tuple(map(str, state["serviceCIDRs"])),
+                        tuple(map(str, state["otherPodCIDRs"])))
+            objects = list(state["objects"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"malformed snapshot: {type(exc).__name__}: {exc}") from None
+        left_out = []
+        kinds = {kind: plural for plural, kind in CONFIG_RESOURCES.items()}
+        for raw in objects:
+            plural = kinds.get(raw.get("kind")) if isinstance(raw, dict) else None
+            if plural is None or plural in self.synced_resources:
+                continue
+            obj, problems = validate_object(raw)
+            if obj is None:
+                left_out.extend(str(p) for p in problems)
+            else:
+                self.good[(obj.kind, obj.metadata.name)] = obj
+        self._seeded = {p for p in CONFIG_RESOURCES if p not in self.synced_resources}
+        if "nodes" not in self.synced_resources and node is not None:
+            self.nodes[self.node_name] = node
+            self._seeded.add("nodes")
+        self.seed = seed
+        return left_out
 
     def _config_object(self, kind: str, raw: dict) -> tuple[bool, bool]:
         """(the configuration changed, the object's problems changed)."""
@@ -156,8 +265,14 @@ class ClusterState:
 
     @property
     def config_synced(self) -> bool:
-        """The configuration can be built: every config kind listed and this Node seen."""
+        """The configuration can be built from live objects: every config kind listed and this
+        Node seen."""
         return self.node is not None and self.synced_resources.issuperset((*CONFIG_RESOURCES, "nodes"))
+
+    @property
+    def node_missing(self) -> bool:
+        """Every Node is listed and this node's is not among them (a wrong NODE_NAME?)."""
+        return "nodes" in self.synced_resources and self.node is None
 
     @property
     def synced(self) -> bool:
@@ -179,7 +294,7 @@ class ClusterState:
         try:
             config = for_node(Config.from_objects(objects), self.identity())
         except ValueError as exc:
-            raise ConfigError([Problem("kubernetes", "", "", str(exc))]) from None
+            raise ConfigError([Problem("", "", "", str(exc))]) from None
         self._set_selections(config)
         return config
 
@@ -206,7 +321,9 @@ class ClusterState:
         for adv in config.adverts:
             spec = adv.spec
             if spec.type == "service":
-                prefixes = self.vips.vips(adv.metadata.name)
+                seed = self.seed
+                prefixes = self.vips.vips(adv.metadata.name) if seed is None else seed.vips.get(
+                    adv.metadata.name, ())
             elif spec.type == "podCIDR" and not spec.prefixes:
                 prefixes = node.pod_cidrs if node is not None else ()
             else:
@@ -226,20 +343,24 @@ class ClusterState:
         """(protected, other nodes' pod CIDRs) for the import guard. The same tuple object is
         returned while nothing it depends on changed (an EndpointSlice flap changes no VIP), so
         the caller can skip rebuilding the guard."""
-        vips = self.vips.all_vips()  # the same frozenset object until a VIP changes
+        seed = self.seed
+        vips = self.vips.all_vips() if seed is None else seed.all_vips  # one object until it changes
         node = self.node
         own = node.pod_cidrs if node is not None else ()
-        others_text = tuple(sorted({c for n in self.nodes.values() if n.name != self.node_name
-                                    for c in n.pod_cidrs}))
-        key = (tuple(config.agent.service_cidrs), tuple(sorted(self.service_cidrs.items())), own,
-               others_text)
+        if seed is None:
+            service_cidrs = tuple(sorted(self.service_cidrs.items()))
+            others_text = tuple(sorted({c for n in self.nodes.values() if n.name != self.node_name
+                                        for c in n.pod_cidrs}))
+        else:
+            service_cidrs, others_text = (("snapshot", seed.service_cidrs),), seed.other_pod_cidrs
+        key = (tuple(config.agent.service_cidrs), service_cidrs, own, others_text)
         cached = self._guard_cache
         if cached is not None and cached[0] is vips and cached[1] == key:
             return cached[2]
         parse = self._parse
         texts: set[str] = set(vips)
         texts.update(config.agent.service_cidrs)
-        for cidrs in self.service_cidrs.values():
+        for _, cidrs in service_cidrs:
             texts.update(cidrs)
         texts.update(own)
         protected = [parse(t) for t in sorted(texts)]

@@ -29,9 +29,22 @@ loop (``loop.call_soon_threadsafe(queue.put_nowait, batch)``) is the caller's bu
 Items of a list of a built-in type carry no apiVersion/kind on the wire (kubernetes#3030) while
 watch objects do; the reflector fills them in from the list's own, so `transform` sees one shape.
 
+Stalled watches: a hung API server (or a connection a middlebox dropped silently) accepts and
+sends nothing, and a blocked read would wait for ever (for the request timeout at best). The watch
+asks for bookmarks, so a healthy stream is never silent for long: kube-apiserver sends one about
+every minute (its ``bookmarkFrequency``) and one shortly before ``timeoutSeconds``. The stall bound
+is the socket read timeout of the watch: until this reflector has seen two bookmarks, ``watch_timeout
++ 30`` s (nothing better is known: a server may send none); then ``STALL_FACTOR`` x the longest
+interval seen between bookmarks (or from the watch's start to its first) + 1 s, at least
+`STALL_MIN` (kube-apiserver: ~91 s; the test API server's 0.5 s: 5 s). It is applied to the open
+socket as soon as it is learned. A read that waits longer is a stall: counted (`stalls`), and the
+resource is re-listed (a relist emits only the differences). `stall_timeout` fixes the bound.
+
 `stop()` sets a flag and shuts down the socket of the open response, so a blocked read returns at
 once. Counters for metrics: `lists`, `relists`, `restarts` (reconnects after an error), `rewatches`
-(normal stream ends), `events`, `errors`, `batches`; `last_error` holds the latest error text.
+(normal stream ends), `events`, `errors`, `stalls`, `batches`; `last_error` holds the latest error
+text; `connected` is True while the last list or watch answered (False after an error or a stall,
+until the next answer); `last_contact` is the monotonic time of the last bytes received.
 """
 
 from __future__ import annotations
@@ -39,13 +52,21 @@ from __future__ import annotations
 import json
 import logging
 import random
-import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from urllib3.exceptions import ReadTimeoutError
+
+from .httpio import Gone as _Gone, NotFound as _NotFound, Stalled as _Stalled, WatchError, abort as _abort
+from .httpio import raise_status as _raise_status, set_read_timeout as _set_read_timeout, short as _short
+from .httpio import timed_out as _timed_out
+
 log = logging.getLogger("route_agent.k8s")
+
+STALL_FACTOR = 1.5
+STALL_MIN = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,21 +84,20 @@ def default_key(obj: dict) -> str:
     return f"{ns}/{meta['name']}" if ns else meta["name"]
 
 
-class _Gone(Exception):
-    """The resourceVersion is too old (410): relist."""
-
-
-class _NotFound(Exception):
-    """The resource is not served (404)."""
-
-
 class Reflector:
     def __init__(self, name: str, list_fn: Callable[..., Any], on_batch: Callable[[Batch], None], *,
                  transform: Callable[[dict], Any] = lambda obj: obj, key: Callable[[dict], str] = default_key,
                  watch_timeout: int = 300, backoff: tuple[float, float] = (0.5, 30.0),
                  list_kwargs: dict | None = None, not_found_retry: float = 300.0,
-                 list_timeout: float = 60.0, page_size: int = 500) -> None:
+                 list_timeout: float = 60.0, page_size: int = 500,
+                 stall_timeout: float | None = None) -> None:
         self.name = name
+        self.stall_timeout = stall_timeout  # None: learned from the bookmarks (module DOC)
+        self._bookmark_gap: float | None = None  # longest interval seen before a bookmark
+        self._bookmarks_seen = 0
+        self._mark = 0.0  # the watch's start or its last bookmark
+        self.last_contact = time.monotonic()
+        self.connected = False
         self.page_size = page_size
         self._list_fn = list_fn
         self._on_batch = on_batch
@@ -96,7 +116,7 @@ class Reflector:
         self._synced = False
         self._failures = 0
         self.lists = self.relists = self.restarts = self.rewatches = 0
-        self.events = self.errors = self.batches = 0
+        self.events = self.errors = self.batches = self.stalls = 0
         self.last_error: str | None = None
 
     # -- public ------------------------------------------------------------------------------
@@ -109,6 +129,16 @@ class Reflector:
     @property
     def resource_version(self) -> str | None:
         return self._rv
+
+    @property
+    def stall_bound(self) -> float:
+        """Seconds a watch may stay silent before it counts as stalled (module DOC)."""
+        cap = self.watch_timeout + 30.0
+        if self.stall_timeout is not None:
+            return self.stall_timeout
+        if self._bookmark_gap is None or self._bookmarks_seen < 2:
+            return cap
+        return min(cap, max(STALL_MIN, STALL_FACTOR * self._bookmark_gap + 1.0))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"reflector:{self.name}", daemon=True)
@@ -135,10 +165,19 @@ class Reflector:
             except _Gone:
                 log.info("%s: resourceVersion %s expired (410): relisting", self.name, self._rv)
                 self._rv = None
+            except _Stalled as e:
+                if self._stop.is_set():
+                    break
+                self.stalls += 1
+                self.connected = False
+                self.last_error = str(e)
+                log.warning("%s: %s; relisting", self.name, e)
+                self._rv = None
             except _NotFound:
                 if self._rv is not None:  # the watch got 404: find out with a list
                     self._rv = None
                     continue
+                self.connected = True  # an answer
                 if not absent:
                     log.warning("%s: not served by the API server (404); retrying every %ss",
                                 self.name, self.not_found_retry)
@@ -153,6 +192,7 @@ class Reflector:
                     break
                 self.errors += 1
                 self._failures += 1
+                self.connected = False
                 self.last_error = f"{type(e).__name__}: {_short(e)}"
                 base, cap = self.backoff
                 delay = min(cap, base * 2 ** (self._failures - 1)) * random.uniform(0.5, 1.0)
@@ -232,6 +272,7 @@ class Reflector:
         for k in deletes:
             del self._store[k]
         self._rv = rv
+        self.connected, self.last_contact = True, time.monotonic()
         self._emit(tuple(upserts), deletes, True)
         self._synced = True
         self._failures = 0
@@ -253,25 +294,35 @@ class Reflector:
         return value
 
     def _watch(self) -> None:
+        bound = self.stall_bound
         try:
             resp = self._call(watch=True, resource_version=self._rv, allow_watch_bookmarks=True,
-                              timeout_seconds=self.watch_timeout,
-                              _request_timeout=(10, self.watch_timeout + 30))
+                              timeout_seconds=self.watch_timeout, _request_timeout=(10, bound))
         except Exception as e:
             _raise_status(e)
+            if _timed_out(e):
+                raise _Stalled(f"no answer to the watch within {bound:.0f}s") from None
             raise
         self._failures = 0
         started, lines_seen = time.monotonic(), self.events
+        self.connected, self.last_contact, self._mark = True, started, started
         try:
             buf = b""
-            for chunk in resp.stream(amt=None, decode_content=False):
-                if self._stop.is_set():
-                    return
-                buf += chunk
-                if b"\n" not in chunk:
-                    continue
-                *lines, buf = buf.split(b"\n")
-                self._handle(lines)
+            try:
+                for chunk in resp.stream(amt=None, decode_content=False):
+                    if self._stop.is_set():
+                        return
+                    self.last_contact = time.monotonic()
+                    buf += chunk
+                    if b"\n" not in chunk:
+                        continue
+                    *lines, buf = buf.split(b"\n")
+                    self._handle(lines)
+                    if self.stall_bound != bound:  # learned from the bookmarks: applies at once
+                        bound = self.stall_bound
+                        _set_read_timeout(resp, bound)
+            except ReadTimeoutError:
+                raise _Stalled(f"no event or bookmark for {bound:.0f}s: the watch is stalled") from None
             if buf.strip():
                 self._handle([buf])
             self.rewatches += 1
@@ -299,6 +350,10 @@ class Reflector:
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if etype == "BOOKMARK":
                 self._rv = rv or self._rv
+                now = time.monotonic()
+                self._bookmark_gap = max(self._bookmark_gap or 0.0, now - self._mark)
+                self._bookmarks_seen += 1
+                self._mark = now
                 continue
             self.events += 1
             k = self._key(obj)
@@ -337,40 +392,6 @@ class Reflector:
             log.exception("%s: on_batch failed", self.name)
 
 
-class WatchError(Exception):
-    """An ERROR event other than 410 in a watch stream."""
-
-    def __init__(self, code, reason, message) -> None:
-        super().__init__(f"watch ERROR {code} {reason}: {message}")
-        self.code = code
-
-
 _DELETED = object()
 _SKIP = object()
 _IGNORED = object()
-
-
-def _raise_status(e: Exception) -> None:
-    """Map the client's ApiException for 410 and 404 to the reflector's own signals."""
-    status = getattr(e, "status", None)
-    if status == 410:
-        raise _Gone() from e
-    if status == 404:
-        raise _NotFound() from e
-
-
-def _short(e: Exception) -> str:
-    status = getattr(e, "status", None)
-    if status is not None and getattr(e, "reason", None):
-        return f"HTTP {status} {e.reason}"
-    return str(e).splitlines()[0][:200] if str(e) else ""
-
-
-def _abort(resp) -> None:
-    """Unblock a thread reading `resp` (a urllib3 response) by shutting its socket down."""
-    sock = getattr(getattr(resp, "connection", None), "sock", None)
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

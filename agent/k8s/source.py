@@ -13,10 +13,11 @@ its `ClusterState`.
 Writes go through one writer thread, never the core task, so a slow API server cannot stall
 routing:
 
-* `publish_status(status)`: merge-patch of ``routeagentnodestates/<node>/status``; the object is
-  created (``spec.nodeName``) when it does not exist, owned by the Node (an ``ownerReference`` with
-  the Node's uid, read with one GET: the garbage collector deletes it with the Node, and
-  deploy/admission-policy.yaml checks that the owner is the writing agent's own node). The agent calls it at a bounded rate (every
+* `publish_status(status)`: a JSON patch replacing ``status`` of ``routeagentnodestates/<node>``
+  as a whole; the object is created (``spec.nodeName``) when it does not exist, owned by the Node
+  (an ``ownerReference`` with the Node's uid, read with one GET: the garbage collector deletes it
+  with the Node, and deploy/admission-policy.yaml checks that the owner is the writing agent's own
+  node). The agent calls it at a bounded rate (every
   `STATUS_SECONDS` at most, and only when something changed), and a newer status replaces one
   still queued.
 * `event(reason, message, warning)`: a core/v1 Event about the Node (in namespace ``default``,
@@ -25,9 +26,13 @@ routing:
   ``MaxPrefixExceeded``. The same reason and message is sent at most once per `EVENT_REPEAT`
   seconds (a flapping session must not flood the API server).
 
+This node's RouteAgentNodeState is watched too (a reflector with a ``metadata.name`` field
+selector, its batches are not cluster resources): when someone deletes it, the agent writes it
+again at once instead of at the next status change.
+
 Calls the agent makes, which `deploy/rbac.yaml` must allow (tested against the test API server's
-record): list/watch of every resource above; get of its Node; create/get of routeagentnodestates;
-patch of routeagentnodestates/status; create of events.
+record): list/watch of every resource above; get of its Node; create/get/list/watch of
+routeagentnodestates; patch of routeagentnodestates/status; create of events.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ STATUS_SECONDS = 10.0
 EVENT_REPEAT = 60.0
 MAX_PENDING_EVENTS = 100  # Event writes waiting for a slow or hung API server; more are dropped
 EVENT_NAMESPACE = "default"
+NODE_STATE = "routeagentnodestates"
+WRITE_TIMEOUT = (10, 30)  # connect, read: a hung API server must not hold the writer thread for ever
 
 
 def api_client(kubeconfig: str | None = None) -> kclient.ApiClient:
@@ -93,6 +100,11 @@ class KubeSource:
             Reflector(name, fn, put, **({"transform": tf} if tf else {}), watch_timeout=watch_timeout)
             for name, fn, tf in specs
         ]
+        # this node's own RouteAgentNodeState: deleted -> written again at once (KubeSync.handle)
+        self.reflectors.append(Reflector(
+            NODE_STATE, functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, NODE_STATE),
+            put, transform=lambda obj: obj["metadata"]["name"], watch_timeout=watch_timeout,
+            list_kwargs={"field_selector": f"metadata.name={node_name}"}))
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="k8s-writer")
         self._lock = threading.Lock()
         self._pending_status: dict | None = None
@@ -132,8 +144,12 @@ class KubeSource:
         try:
             if not self._state_created:
                 self._ensure_state()
+            # a JSON patch replacing the whole status: a merge patch would keep keys of an older
+            # status that the new one no longer has (advertised.ipv4 of a peer since removed)
             self.custom.patch_cluster_custom_object_status(
-                GROUP, VERSION, "routeagentnodestates", self.node_name, {"status": status})
+                GROUP, VERSION, "routeagentnodestates", self.node_name,
+                [{"op": "add", "path": "/status", "value": status}],
+                _content_type="application/json-patch+json", _request_timeout=WRITE_TIMEOUT)
             self.status_writes += 1
         except ApiException as exc:
             if exc.status == 404:
@@ -149,6 +165,10 @@ class KubeSource:
         self._node_uid = self.core.read_node(self.node_name).metadata.uid
         return self._node_uid
 
+    def state_deleted(self) -> None:
+        """The RouteAgentNodeState was deleted: the next status write creates it again."""
+        self._state_created = False
+
     def _ensure_state(self) -> None:
         # read again each time: a Node deleted and registered again has a new uid (and the old
         # state object went with the old Node)
@@ -158,7 +178,8 @@ class KubeSource:
                              "ownerReferences": [owner]},
                 "spec": {"nodeName": self.node_name}}
         try:
-            self.custom.create_cluster_custom_object(GROUP, VERSION, "routeagentnodestates", body)
+            self.custom.create_cluster_custom_object(GROUP, VERSION, "routeagentnodestates", body,
+                                                     _request_timeout=WRITE_TIMEOUT)
         except ApiException as exc:
             if exc.status != 409:  # 409: it exists (an earlier run of this agent)
                 raise
@@ -211,7 +232,7 @@ class KubeSource:
             reporting_component="route-agent", reporting_instance=socket.gethostname(),
             first_timestamp=stamp, last_timestamp=stamp, count=1)
         try:
-            self.core.create_namespaced_event(EVENT_NAMESPACE, body)
+            self.core.create_namespaced_event(EVENT_NAMESPACE, body, _request_timeout=WRITE_TIMEOUT)
         except Exception as exc:
             self.write_errors += 1
             log.warning("event %s not recorded: %s", reason, exc)
