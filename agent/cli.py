@@ -4,6 +4,8 @@ DOC: `run` starts the agent in the foreground; `validate` checks configuration f
 exactly the checks a running agent applies; `show` and `explain` ask the running agent's local HTTP
 API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print text or `--json`;
 `show rib` reads the RIB in pages of RIB_PAGE rows (following the API's `next` cursor).
+Every command that prints stops quietly (exit status 141, as after SIGPIPE) when its reader goes
+away (``route-agent show rib | head``), without a traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 import urllib.error
@@ -167,6 +168,12 @@ def cmd_explain(args) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
+    if "query" in data:  # an address: its longest match, as `ip route get` would pick it
+        print(f"{data['query']}: longest match {data['prefix'] or '- (no route covers it)'}")
+        for m in data["more_specific"]:
+            print(f"  more specific, not in the kernel: {m['prefix']}: {m['why']}")
+        if data["prefix"] is None:
+            return 0
     print(f"{data['prefix']}:")
     if not data["candidates"]:
         print("  no candidate from any source")
@@ -198,7 +205,10 @@ def cmd_crds(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="route-agent", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=_version())
     p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"))
+    p.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("ROUTE_AGENT_LOG_FORMAT", "text"),
+                   help="text (default) or json: one object per line (time, level, logger, message, peer)")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", help="YAML file or directory of YAML files (standalone mode)")
@@ -229,8 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--api", default=api)
     s.set_defaults(fn=cmd_show)
-    e = sub.add_parser("explain", help="why a prefix is (not) installed")
-    e.add_argument("prefix")
+    e = sub.add_parser("explain", help="why a prefix is (not) installed; for an address, its "
+                       "longest match (as `ip route get` picks it)")
+    e.add_argument("prefix", help="a prefix (explained exactly, also /32) or an address")
     e.add_argument("--json", action="store_true")
     e.add_argument("--api", default=api)
     e.set_defaults(fn=cmd_explain)
@@ -239,9 +250,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.fn(args)
+    from .daemon.logformat import setup
+
+    setup(args.log_level, args.log_format)
+    try:
+        code = args.fn(args)
+        sys.stdout.flush()  # inside the try: a reader gone is found here, not at exit
+    except BrokenPipeError:
+        return _reader_gone()
+    return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (``route-agent explain ... | head``): stop quietly, as a tool
+    killed by SIGPIPE would, instead of printing a traceback. stdout is pointed at /dev/null so
+    that the interpreter's final flush of what is still buffered fails no more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # what a shell reports for a command killed by SIGPIPE
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"route-agent {of('route-agent')} (exabgp {of('exabgp')}, pyroute2 {of('pyroute2')})"
 
 
 if __name__ == "__main__":

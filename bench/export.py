@@ -12,11 +12,14 @@ namespaces with a freshly started receiver, in the same run:
                   `exportPolicy: acceptAll`;
   * bird:         the reference, BIRD -> BIRD: a second BIRD in `node` with a static protocol of
                   the same N blackhole /24s and `export all` on its BGP session;
-  * exabgp_alone: an extra reference (skip with --only agent,bird): ExaBGP started with the
-                  configuration the agent would generate, whose API helper writes the very
-                  command lines the agent would send (`neighbor 10.0.0.1 announce route P
-                  next-hop self`, then End-of-RIB) as soon as ExaBGP reports the session up.
-                  agent / exabgp_alone is the agent's own overhead on top of ExaBGP.
+  * exabgp_alone: an extra reference (skip with --only agent,bird): ExaBGP started as the agent
+                  starts it (its configuration, through the launcher: `agent/speaker/launcher.py`),
+                  whose API helper writes the very command lines the agent would send, computed
+                  by the agent's own export code (`neighbor 10.0.0.1 announce attributes
+                  next-hop self nlri P1 ... P500`, ..., then End-of-RIB) as soon as ExaBGP
+                  reports the session up. agent / exabgp_alone is the agent's own overhead on top
+                  of ExaBGP. --launcher-options (e.g. "--async-limit 50") passes more options to
+                  the launcher of this reference (the pacing variants), --stock runs it unpatched.
 
 (1) Full table. Start point: the session reaching Established in the receiver's log (its trace
 line "n4: State changed to up", microsecond timestamps). It is the same event for every sender,
@@ -84,10 +87,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(THIS)))  # the repository: te
 
 from testlab.benchlab import (  # noqa: E402  (stdlib only at import: the helper runs with -S -E)
     PEER_ADDR, agent_log_times, agent_pids, agent_yaml, common_options, finish, keep_best, Lab, launch_agent,
-    launch_exabgp, node_bird_config, notes, peer_bird_config, prefix_text, print_change_and_rss, print_profile,
+    launch_exabgp, min_median, node_bird_config, notes, peer_bird_config, prefix_text, print_change_and_rss, print_profile,
     profile_path, ratio, rounds, setup, work_directory, worst, write_agent_yaml,
 )
-from testlab.procstat import WriteWatch, children, cpu_s, rss_mib  # noqa: E402
+from testlab.procstat import WriteWatch, children, cpu_s, proc_runq_wait, rss_mib  # noqa: E402
 
 IO_POLL_SECONDS = 0.001  # relay write counter during the change
 IDLE_SECONDS = 2.0  # CPU of the idle sender measured over this long before the change
@@ -120,18 +123,35 @@ def exabgp_helper(commands_path: str) -> int:
     return 0
 
 
-def exabgp_alone_helper(workdir: str, n: int) -> list[str]:
-    """The helper's argv, with the command lines the agent would send (one command per prefix,
-    as most ExaBGP users send them, then End-of-RIB) prepared in a file."""
-    from agent.core.bgp import AnnounceEor, AnnounceRoute, Family
+def agent_commands(confdir: str) -> list[str]:
+    """The command lines the agent sends when the session comes up, from its own export code
+    (desired advertisements, the export reconciler's grouping: one ``announce attributes`` per
+    500 prefixes sharing attributes, then End-of-RIB)."""
+    from agent.config.loader import load_path
+    from agent.daemon.bgp import BgpRuntime, peer_key
+    from agent.export.desired import desired_for_peer
+    from agent.export.reconciler import ExportReconciler
+    from agent.policy.engine import compile_policies
     from agent.speaker.encoder import encode
 
-    os.makedirs(workdir, exist_ok=True)
+    config = load_path(confdir)
+    (peer,) = config.peers
+    address, export_peer = peer_key(peer), BgpRuntime._export_peer(None, peer)
+    reconciler = ExportReconciler()
+    reconciler.configure(address, peer.spec.local_as, peer.spec.ebgp)
+    desired, _ = desired_for_peer(export_peer, config.adverts, compile_policies(config.policies))
+    reconciler.set_desired(address, desired)
+    return [encode(c) for c in reconciler.session_up(address, export_peer.families)]
+
+
+def exabgp_alone_helper(workdir: str, n: int) -> list[str]:
+    """The helper's argv, with the command lines the agent would send (`agent_commands`)
+    prepared in a file."""
+    confdir = os.path.join(workdir, "alone-config")
+    write_config(confdir, n)
     commands = os.path.join(workdir, "commands.txt")
     with open(commands, "w") as f:
-        f.writelines(encode(AnnounceRoute(prefix_text(i), next_hop="self", peer=PEER_ADDR)) + "\n"
-                     for i in range(n))
-        f.write(encode(AnnounceEor(Family.IPV4_UNICAST, PEER_ADDR)) + "\n")
+        f.writelines(line + "\n" for line in agent_commands(confdir))
     return [sys.executable, "-S", "-E", THIS, "--exabgp-helper", commands]
 
 
@@ -212,7 +232,7 @@ def agent_change(res: dict, proc, pids: dict, confdir: str, log_path: str, n: in
 
 
 def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None = None,
-            quickack: bool = False) -> dict:
+            quickack: bool = False, launcher: tuple[str, ...] | None = ()) -> dict:
     """One measurement of sender `kind` (agent | bird | exabgp_alone) in fresh namespaces."""
     from contextlib import ExitStack
 
@@ -233,7 +253,7 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
             pids["agent"] = [proc.pid]
         elif kind == "exabgp_alone":
             proc, t_launch = launch_exabgp(workdir, lab.node, AGENT_YAML, exabgp_alone_helper(workdir, n),
-                                           log_path, stack)
+                                           log_path, stack, launcher=launcher)
             pids["exabgp"] = [proc.pid]
         else:
             t_launch = time.time()
@@ -249,6 +269,7 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
             elif kind == "exabgp_alone":
                 pids["helper"] = children(proc.pid)[:1]
             cpu_up.update({k: cpu_s(p) for k, p in pids.items()})
+            cpu_up["exabgp_runq"] = sum(proc_runq_wait(p) for p in pids.get("exabgp", []))
 
         counter = ImportCounter(str(lab.bird.sock), [str(sender.sock)] if sender else [], on_up)
         counter.expect(n)
@@ -257,6 +278,9 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
         # ---- (1) the full table
         t_end = counter.wait(timeout)
         res["cpu_s"] = {k: round(cpu_s(p) - cpu_up.get(k, 0.0), 3) for k, p in pids.items()}
+        # ExaBGP runnable but waiting for a core (other processes on this machine): not its own cost
+        res["exabgp_runq_wait_s"] = round(sum(proc_runq_wait(p) for p in pids.get("exabgp", []))
+                                          - cpu_up.get("exabgp_runq", 0.0), 3)
         ups = lab.bird.established_at("n4")
         if not ups:
             raise RuntimeError("the receiver never logged its session as Established")
@@ -295,7 +319,8 @@ def run_one(kind: str, n: int, workdir: str, timeout: float, profile: str | None
 def describe(r: dict) -> str:
     cpu = ", ".join(f"{k} {v:.2f}s" for k, v in r["cpu_s"].items())
     line = (f"  {r['kind']:<13} {r['n']:>7} {r['seconds']:7.3f}s ({r['n'] / r['seconds']:8.0f}/s; "
-            f"launch {r['launch_s']:.2f}s)  cpu from Established: {cpu}{notes(r)}")
+            f"launch {r['launch_s']:.2f}s)  cpu from Established: {cpu}; ExaBGP waited for a core "
+            f"{r.get('exabgp_runq_wait_s', 0):.2f}s{notes(r)}")
     if "change_s" in r:
         parts = [f"change {r['change_s'] * 1000:.1f} ms"]
         if "change_config_loaded_s" in r:
@@ -333,6 +358,10 @@ def report(args, best: dict, best_change: dict, runs: list[dict], load_s: float)
         if a:
             result["ratio_exabgp_alone"] = ratio(a["seconds"], e["seconds"])
     result["config_load_s"] = round(load_s, 3)
+    for kind in ("agent", "bird", "exabgp_alone"):  # best is the min; the median shows the spread
+        times = [r["seconds"] for r in runs if r["kind"] == kind]
+        if times:
+            result[f"{kind}_median_s"] = round(min_median(times)[1], 3)
     agents = [r for r in runs if r["kind"] == "agent"]
     if agents:
         result.update(worst(agents, "agent_rss_mib", "exabgp_rss_mib"))
@@ -359,6 +388,8 @@ def main() -> int:
                    profile_help="also run the agent once under cProfile (not timed)")
     ap.add_argument("--quickack", action="store_true",
                     help="set `quickack 1` on the link routes of both namespaces (no delayed ACKs)")
+    ap.add_argument("--launcher-options", default="", help="more launcher options for ExaBGP alone")
+    ap.add_argument("--stock", action="store_true", help="ExaBGP alone unpatched (python -m exabgp)")
     ap.add_argument("--exabgp-helper", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.exabgp_helper:
@@ -378,7 +409,8 @@ def main() -> int:
         print(f"  config load: {load_s:.3f}s for {n} prefixes (load_path, best of 3; + {t_import:.2f}s "
               f"importing the loader once)")
         for _, kind, d in rounds(workdir, args.repeat, [(k, k) for k in kinds], args.keep):
-            r = run_one(kind, n, d, args.timeout, quickack=args.quickack)
+            r = run_one(kind, n, d, args.timeout, quickack=args.quickack,
+                        launcher=None if args.stock else tuple(args.launcher_options.split()))
             runs.append(r)
             print(describe(r), flush=True)
             ok &= keep_best(best, best_change, kind, r, n)

@@ -205,10 +205,23 @@ def test_readme_demo_command_runs():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(["bash", "scripts/demo.sh"], capture_output=True, text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stderr
-    assert "10.98.1.0/24 via 10.99.0.1 dev ra-demo0" in out.stdout
-    assert "10.98.2.0/24 metric 20" in out.stdout and "nexthop via 10.99.0.2 dev ra-demo0" in out.stdout
-    assert "fd00:98:1::/48 via fd00:99::1 dev ra-demo0" in out.stdout
-    assert "decided by" in out.stdout
+    text = out.stdout
+    # learned from the upstream BIRD through the import policy, in the kernel with our protocol
+    assert "198.18.1.0/24 via 10.99.0.1 dev ra-demo0 metric 20" in text
+    assert "2001:db8:1::/48 via fd00:99::1 dev ra-demo0 metric 20" in text
+    # refused: the default route and our own prefix (guard), the tagged and unlisted ones (policy)
+    routes = text.split("$ route-agent show peers")[0]
+    for refused in ("default", "10.244.1.0/24", "192.0.2.0/24", "198.18.100.0/24", "fd00:244:1::/64"):
+        assert refused not in routes, refused
+    peers = [l.split() for l in text.splitlines() if l.startswith("upstream")]
+    assert [p[:2] + p[4:5] + p[-5:-1] for p in peers] == [
+        ["upstream4", "10.99.0.1", "up", "29", "25", "4", "25"],
+        ["upstream6", "fd00:99::1", "up", "10", "8", "2", "8"]]
+    assert "accepted by from-upstream benchmark-and-doc-nets" in text
+    assert "rejected by guard 0.0.0.0/0 (default route" in text
+    # what the upstream learned from us: the pod prefixes, with the export policy's community
+    assert "10.244.1.0/24" in text.split("birdc show route protocol agent4")[1]
+    assert "BGP.community: (65000,100)" in text and "fd00:244:1::/64" in text.split("birdc show route protocol agent6")[1]
 
 
 def test_link_down_withdraws_routes_through_it_and_link_up_restores_them(node):

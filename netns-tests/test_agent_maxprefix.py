@@ -37,7 +37,9 @@ def test_max_prefix_hold_down_ends_after_restart_seconds(bgp_lab):
     assert not p["held_down"]
     node.wait_routes(lambda r: "192.0.2.0/24" in r, timeout=10)
     print(f"session back {back:.2f} s after the down (restartSeconds {RESTART})")
-    assert RESTART - 0.3 <= back <= RESTART + 6, back
+    # `down` is when this test saw the hold-down, up to one API poll (a subprocess: ~0.1-1 s on a
+    # busy machine) after it began, so `back` may be short by that much: the bound allows 1 s
+    assert RESTART - 1.0 <= back <= RESTART + 6, back
 
 
 SPEAKER = ("---\napiVersion: routeagent.io/v1alpha1\nkind: BgpSpeaker\nmetadata: {name: speaker}\n"

@@ -251,12 +251,16 @@ def agent_log_times(path: str, text: str, after: float) -> list[float]:
 
 
 def launch_exabgp(workdir: str, ns: str, yaml_text: str, helper: list[str], log_path: str,
-                  stack) -> tuple[subprocess.Popen, float]:
+                  stack, *, raw_updates: bool | None = None,
+                  launcher: tuple[str, ...] | None = ()) -> tuple[subprocess.Popen, float]:
     """ExaBGP inside `ns` with the argv and environment the agent's speaker would build for the
-    BgpPeer of `yaml_text` (same interpreter choice), `helper` as its API process; stopped by
-    `stack`. Returns the process and the wall-clock time of its launch."""
-    from agent.config.bgp import BgpSpeakerSpec
+    BgpPeer of `yaml_text` (same interpreter choice, through the launcher, raw UPDATEs as its
+    BgpSpeaker says unless `raw_updates` is given), `helper` as its API process; stopped by
+    `stack`. `launcher`: more launcher options, or None for ExaBGP unpatched (``-m exabgp``).
+    Returns the process and the wall-clock time of its launch."""
+    from agent.config.bgp import BgpSpeakerSpec, UpdatesMode
     from agent.config.loader import load_path
+    from agent.speaker.child import exabgp_argv
     from agent.speaker.exabgp_conf import read_secrets, render
     from agent.speaker.process import resolve_interpreter
 
@@ -264,7 +268,8 @@ def launch_exabgp(workdir: str, ns: str, yaml_text: str, helper: list[str], log_
     write_agent_yaml(confdir, yaml_text)
     config = load_path(confdir)
     settings = config.speaker.spec if config.speaker else BgpSpeakerSpec()
-    conf = render(list(config.peers), settings, helper, read_secrets(config.peers), log_level="INFO")
+    # WARNING as the agent runs it (`agent.daemon.bgp`: INFO costs a log line per announced prefix)
+    conf = render(list(config.peers), settings, helper, read_secrets(config.peers), log_level="WARNING")
     path = os.path.join(workdir, "exabgp.conf")
     with open(path, "w") as f:
         f.write(conf.text)
@@ -272,7 +277,11 @@ def launch_exabgp(workdir: str, ns: str, yaml_text: str, helper: list[str], log_
     open(envfile, "w").close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("exabgp")}
     env.update(conf.env, EXABGP_ENVFILE=envfile, PYTHONUNBUFFERED="1")
-    argv = ["ip", "netns", "exec", ns, resolve_interpreter(settings.interpreter), "-m", "exabgp", "server", path]
+    interpreter = resolve_interpreter(settings.interpreter)
+    raw = settings.updates is UpdatesMode.RAW if raw_updates is None else raw_updates
+    exabgp = ([interpreter, "-m", "exabgp", "server", path] if launcher is None
+              else exabgp_argv(interpreter, path, raw_updates=raw, options=launcher))
+    argv = ["ip", "netns", "exec", ns, *exabgp]
     log = stack.enter_context(open(log_path, "ab"))  # noqa: SIM115
     t_launch = time.time()
     proc = subprocess.Popen(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,

@@ -19,12 +19,12 @@ from .netns import ip, settle, wait_for
 class Monitor:
     """`ip monitor route` in a namespace, collecting lines in a thread."""
 
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, objects: tuple[str, ...] = ("route",)) -> None:
         self.ns = ns
         self.lines: list[str] = []
         self._round = 0
         settle(ns)  # the kernel's own link-local routes are in place before we start counting
-        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", "route"], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", *objects], stdout=subprocess.PIPE,
                                      text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()

@@ -45,6 +45,16 @@ def self_rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def proc_runq_wait(pid: int | None) -> float:
+    """Seconds `pid` has waited on a run queue, runnable but not running (/proc/PID/schedstat;
+    0 if gone): CPU time + this is the wall time of a busy process on a shared machine."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, TypeError, IndexError, ValueError):
+        return 0.0
+
+
 def cpu_s(pids: list[int]) -> float:
     return sum(proc_cpu(p) for p in pids)
 

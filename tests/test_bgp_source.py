@@ -4,7 +4,7 @@
 from agent.core.model import Candidate, NextHop, Origin, SourceKind, Update, nexthops
 from agent.sources.bgp import BgpPeerSettings, BgpSource
 from agent.core.bgp import (
-    Announced, EndOfRib, Family, GracefulRestart, Notification, Open, PathAttrs, PeerState, PeerStatus,
+    Announced, EndOfRib, Family, GracefulRestart, Keepalive, Notification, Open, PathAttrs, PeerState, PeerStatus,
     RouteUpdate, SpeakerRestarted,
 )
 from agent.core.bgp_speaker import SpeakerDown
@@ -36,6 +36,22 @@ class FakeStage:
         mine.add(prefix)
         cand = Candidate(self.origin(peer), 20, nexthops(NextHop(nexthop)))
         return (None, Update(prefix, self.origin(peer), cand), "ok")  # (verdict, update, max-prefix)
+
+    def receive_batch(self, peer, prefixes, nexthop, attrs, out, stale=None):
+        """As `ImportStage.receive_batch`: stale prefixes re-announced leave `stale`, and go when now rejected."""
+        decision = "ok"
+        for prefix in prefixes:
+            was_stale = bool(stale) and prefix in stale
+            if was_stale:
+                stale.discard(prefix)
+            _verdict, update, d = self.receive(peer, prefix, nexthop, attrs)
+            if update is None and was_stale:
+                update = Update(prefix, self.origin(peer), None)
+            if update is not None:
+                out.append(update)
+            if d != "ok" and (decision == "ok" or d == "teardown"):
+                decision = d
+        return decision, None
 
     def withdraw(self, peer, prefix):
         if prefix in self.accepted.get(peer, set()):
@@ -216,3 +232,63 @@ def test_removing_a_peer_withdraws_its_accepted_and_its_stale_routes():
     src.handle(announce("10.2.0.0/16"), 4)  # accepted again
     assert sorted(str(u.prefix) for u in src.remove_peer(PEER)) == ["10.1.0.0/16", "10.2.0.0/16"]
     assert PEER not in src.sessions and src.remove_peer(PEER) == []
+
+
+def test_explicit_withdrawals_of_this_sessions_routes_are_listed_for_the_gate():
+    src = source(gr=False)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.stage.reject.add(P("10.3.0.0/16"))
+    src.handle(announce("10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"), 1)
+    out = src.handle(RouteUpdate(PEER, Family.IPV4_UNICAST, withdrawn=(
+        P("10.1.0.0/16"), P("10.3.0.0/16"), P("10.9.0.0/16"))), 2)
+    # 10.3 was rejected, 10.9 never announced: nothing of theirs is in the RIB, nothing to release
+    assert out.withdrawn == [P("10.1.0.0/16")] and withdrawn(out) == ["10.1.0.0/16"]
+
+
+def gr_open(gr):
+    return Open(PEER, 65001, 9, "1.1.1.1", (Family.IPV4_UNICAST, Family.IPV6_UNICAST), gr)
+
+
+def two_families(gr):
+    src = BgpSource(FakeStage(), [BgpPeerSettings(PEER, (Family.IPV4_UNICAST, Family.IPV6_UNICAST))])
+    src.handle(gr_open(gr), 0)
+    return src
+
+
+def test_without_graceful_restart_the_first_keepalive_after_up_is_an_implicit_end_of_rib():
+    """RFC 4724 3: only the capability promises End-of-RIB. Without it, the peer's first
+    KEEPALIVE after its session came up follows its initial UPDATEs: synced, every family."""
+    src = two_families(None)
+    assert src.handle(Keepalive(PEER), 0).synced == []  # the OPENCONFIRM one: before the session is up
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16"), 1)
+    assert src.handle(Keepalive(PEER), 4).synced == [PEER]
+    assert src.handle(Keepalive(PEER), 7).synced == []  # once
+    # next session: no second "synced" (the gate opened once), but End-of-RIB state is per session
+    src.handle(PeerState(PEER, PeerStatus.DOWN), 8)
+    src.handle(PeerState(PEER, PeerStatus.UP), 9)
+    assert src.sessions[PEER].eor == set()
+    src.handle(Keepalive(PEER), 12)
+    assert src.sessions[PEER].eor == {Family.IPV4_UNICAST, Family.IPV6_UNICAST}
+
+
+def test_with_the_capability_only_end_of_rib_counts():
+    for gr in (GracefulRestart(120), GracefulRestart(0)):  # also "no families, time 0": EoR promised
+        src = two_families(gr)
+        src.handle(PeerState(PEER, PeerStatus.UP), 0)
+        assert src.handle(Keepalive(PEER), 3).synced == []
+        src.handle(EndOfRib(PEER, Family.IPV4_UNICAST), 4)
+        assert src.handle(EndOfRib(PEER, Family.IPV6_UNICAST), 4).synced == [PEER]
+
+
+def test_implicit_end_of_rib_sweeps_routes_left_stale_by_a_speaker_restart():
+    src = BgpSource(FakeStage(), [BgpPeerSettings(PEER, (Family.IPV4_UNICAST,), False)], speaker_stale_seconds=30)
+    src.handle(Open(PEER, 65001, 9, "1.1.1.1", (Family.IPV4_UNICAST,), None), 0)
+    src.handle(PeerState(PEER, PeerStatus.UP), 0)
+    src.handle(announce("10.1.0.0/16", "10.2.0.0/16"), 1)
+    src.handle(SpeakerRestarted(1, "killed"), 2)
+    src.handle(Open(PEER, 65001, 9, "1.1.1.1", (Family.IPV4_UNICAST,), None), 3)
+    src.handle(PeerState(PEER, PeerStatus.UP), 3)
+    src.handle(announce("10.1.0.0/16"), 4)
+    out = src.handle(Keepalive(PEER), 7)
+    assert withdrawn(out) == ["10.2.0.0/16"]  # not re-sent before the KEEPALIVE: gone

@@ -177,3 +177,34 @@ def test_echo_of_the_write_in_flight_is_ignored_and_a_foreign_change_reasserted(
     fib.resync(dict(net.routes))  # what the periodic scan does
     flush(fib, net)
     assert net.routes == {A: R1, B: R1} and fib.converged
+
+
+def test_release_lets_an_explicit_withdrawal_through_before_the_gate():
+    """A peer withdrew, after the restart, a route it had announced again: the adopted prefix is
+    released and deleted at once; the other adopted prefixes stay held until the gate opens."""
+    net = FakeNetlink({A: R1, B: BH, C: ECMP})
+    fib = FibState(FibSettings())
+    fib.adopt(dict(net.routes))
+    fib.want({A: R1, B: BH})  # re-learned, unchanged: nothing to write
+    assert flush(fib, net) == []
+    fib.want({A: None, B: R2})  # A withdrawn by its peer; B changed (not a withdrawal)
+    assert flush(fib, net) == []  # both held by the gate
+    fib.release({A: None})
+    ops = flush(fib, net)
+    assert [(o.kind, o.prefix) for o in ops] == [(OpKind.DELETE, A)]
+    assert net.routes == {B: BH, C: ECMP}  # B still as adopted, C still stale
+    assert fib.open_gate() == 1  # C: nobody spoke about it
+    assert sorted((o.kind.value, o.prefix) for o in flush(fib, net)) == [("delete", C), ("replace", B)]
+    fib.release({B: R1})  # after the gate: nothing to do (the RIB's changes go through want)
+    assert net.routes == {B: R2} and flush(fib, net) == []
+
+
+def test_release_of_a_prefix_the_rib_never_reported():
+    """Announced and withdrawn in one batch: the RIB reports no change, so the prefix was never
+    wanted; `release` gives its wanted state and it goes at once (else it would stay stale until
+    the gate opens)."""
+    net = FakeNetlink({A: R1})
+    fib = FibState(FibSettings())
+    fib.adopt(dict(net.routes))
+    fib.release({A: None})
+    assert [(o.kind, o.prefix) for o in flush(fib, net)] == [(OpKind.DELETE, A)] and net.routes == {}

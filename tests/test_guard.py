@@ -189,3 +189,50 @@ def test_bucket_fast_path_keeps_every_verdict():
         v = g.check(Prefix.parse(text), "203.0.113.1")
         assert (v.reason.value if v else None) == reason, text
     assert g.check(Prefix.parse("198.51.100.0/24"), "172.16.5.9").reason.value == "next_hop_is_node"
+
+
+@pytest.mark.parametrize("nexthop,reason", [
+    ("0.0.0.0", Reason.BAD_NEXT_HOP),
+    ("0.1.2.3", Reason.BAD_NEXT_HOP),  # 0.0.0.0/8: "this network"
+    ("127.0.0.1", Reason.BAD_NEXT_HOP),
+    ("224.0.0.5", Reason.BAD_NEXT_HOP),
+    ("239.255.255.250", Reason.BAD_NEXT_HOP),
+    ("255.255.255.255", Reason.BAD_NEXT_HOP),
+    ("240.0.0.1", Reason.BAD_NEXT_HOP),
+    ("::", Reason.BAD_NEXT_HOP),
+    ("::1", Reason.BAD_NEXT_HOP),
+    ("ff02::1", Reason.BAD_NEXT_HOP),
+    ("::ffff:10.0.0.1", Reason.BAD_NEXT_HOP),
+    ("not-an-address", Reason.BAD_NEXT_HOP),
+    ("192.0.2.10", Reason.NEXT_HOP_IS_NODE),  # our own (session local) address
+    ("169.254.0.1", None),  # RFC 5549 unnumbered set-ups use it as an IPv4 gateway
+    ("fe80::2", None),  # link-local: bound to the session's interface
+    ("198.51.100.1", None),
+    ("2001:db9::1", None),
+])
+@pytest.mark.parametrize("prefix", ["203.0.114.0/24", "10.244.3.0/25", "2001:db9::/48"])
+def test_bad_next_hops_are_refused(guard, prefix, nexthop, reason):
+    """Checked in both paths of `check` (a prefix near our own space or not), whatever family."""
+    v = guard.check(P(prefix), nexthop)
+    if P(prefix) == P("10.244.3.0/25"):  # inside our pod CIDR: the prefix check comes first
+        assert v.reason is Reason.MORE_SPECIFIC_OF_OWN
+        return
+    assert (v and v.reason) == reason
+    if reason:
+        assert (v.statement, v.policy, v.accepted) == (f"next hop {nexthop}", "guard", False)
+        assert v is guard.check(P("198.18.0.0/15"), nexthop)  # one shared verdict per next hop
+
+
+def test_bad_next_hop_of_an_allowed_default_route():
+    g = Guard()
+    assert g.check(P("0.0.0.0/0"), "0.0.0.0", allow_default=True).reason is Reason.BAD_NEXT_HOP
+    assert g.check(P("::/0"), "::", allow_default=True).reason is Reason.BAD_NEXT_HOP
+    assert g.check(P("0.0.0.0/0"), "192.0.2.1", allow_default=True) is None
+
+
+def test_next_hop_cache_follows_node_addresses():
+    g = Guard([], ["192.0.2.10/24"])
+    assert g.check(P("203.0.114.0/24"), "192.0.2.10").reason is Reason.NEXT_HOP_IS_NODE
+    g.set_node_addresses(["192.0.2.11/24"])
+    assert g.check(P("203.0.114.0/24"), "192.0.2.10") is None
+    assert g.check(P("203.0.114.0/24"), "192.0.2.11").reason is Reason.NEXT_HOP_IS_NODE

@@ -180,7 +180,9 @@ def test_candidates_are_shared_for_shared_attributes():
     c1 = s.receive(EBGP, P("203.0.113.0/24"), EBGP, a).update.candidate
     c2 = s.receive(EBGP, P("198.51.100.0/24"), EBGP, a).update.candidate
     c3 = s.receive(EBGP, P("198.51.101.0/24"), EBGP, attrs()).update.candidate  # equal, not the same object
-    assert c1 is c2 is c3
+    # one candidate per attributes object (the codec shares equal attribute sets; the stage does
+    # not hash them to find equal ones)
+    assert c1 is c2 and c3 == c1
     c4 = s.receive(EBGP, P("198.51.102.0/24"), "192.0.2.2", a).update.candidate
     assert c4.nexthops == nexthops(NextHop("192.0.2.2"))
 
@@ -383,3 +385,71 @@ def test_rejections_beyond_the_store_are_reported_as_not_kept():
     assert s.held(EBGP)[4] == (0, 1) and s.not_kept(EBGP) == {4: 2, 6: 0}  # rejected now: at least 1
     s.peer_down(EBGP, 0.0)
     assert s.not_kept(EBGP) == {4: 0, 6: 0}
+
+
+@pytest.mark.parametrize("policy", [ACCEPT_ALL, "tweak", "only-customers", None])
+def test_a_batch_gives_what_one_route_at_a_time_gives(policy):
+    """`receive_batch` (one UPDATE: one next hop, one attribute set) == `receive` per prefix:
+    same RIB updates, verdicts, counters and max-prefix decision; the guard still runs per prefix
+    and a prefix-set policy per prefix."""
+    prefixes = [P("203.0.113.0/24"), P("10.244.3.0/24"), P("198.51.100.0/24"), P("0.0.0.0/0"),
+                P("203.0.113.0/24"), P("192.0.2.128/25")]
+    limit = {4: Limit(2, Action.TEARDOWN)}
+    a = attrs(communities=("65000:100",))
+    one, many = stage(ebgp(policy, max_prefix=limit)), stage(ebgp(policy, max_prefix=limit))
+    expected, decisions = [], []
+    for p in prefixes:
+        r = one.receive(EBGP, p, EBGP, a)
+        decisions.append(r.maxprefix)
+        if r.update is not None:
+            expected.append(r.update)
+    got: list = []
+    decision, _ = many.receive_batch(EBGP, prefixes, EBGP, a, got)
+    assert got == expected
+    assert decision == (D.TEARDOWN if D.TEARDOWN in decisions else D.OK)
+    assert (many.received, many.accepted, many.rejected) == (one.received, one.accepted, one.rejected)
+    assert {p: many.verdict(EBGP, p) for p in prefixes} == {p: one.verdict(EBGP, p) for p in prefixes}
+    assert many.held(EBGP) == one.held(EBGP)
+
+
+def test_a_batch_takes_stale_prefixes_back_and_withdraws_the_rejected_ones():
+    s = stage(ebgp("tweak"))  # accepts everything ("rest")
+    stale = {P("203.0.113.0/24"), P("10.244.3.0/24"), P("198.51.100.0/24")}
+    out: list = []
+    s.receive_batch(EBGP, [P("203.0.113.0/24"), P("10.244.3.0/24")], EBGP, attrs(), out, stale)
+    assert stale == {P("198.51.100.0/24")}  # the sweep at End-of-RIB takes the rest
+    assert [(u.prefix, u.candidate is not None) for u in out] == [
+        (P("203.0.113.0/24"), True),
+        (P("10.244.3.0/24"), False),  # stale, now refused by the guard: withdrawn at once
+    ]
+
+
+@pytest.mark.parametrize("nexthop", ["0.0.0.0", "127.0.0.1", "224.0.0.1", "192.0.2.10"])
+def test_unusable_next_hop_is_rejected_before_any_policy(nexthop):
+    """A NEXT_HOP of 0.0.0.0, loopback, multicast or our own (session) address passes no policy,
+    acceptAll included: rejected by the guard, counted, explainable; a route accepted before
+    with a good next hop is withdrawn from the RIB when re-sent with a bad one."""
+    s = stage(ebgp(ACCEPT_ALL))
+    assert s.receive(EBGP, ROUTE, "192.0.2.1", attrs()).verdict.accepted
+    r = s.receive(EBGP, ROUTE, nexthop, attrs())
+    want = Reason.NEXT_HOP_IS_NODE if nexthop == "192.0.2.10" else Reason.BAD_NEXT_HOP
+    assert (r.verdict.accepted, r.verdict.reason, r.verdict.policy) == (False, want, "guard")
+    assert r.update is not None and r.update.candidate is None  # the earlier route leaves the RIB
+    assert s.rejected == {(EBGP, 4, want): 1}
+    assert s.explain(ROUTE)[EBGP].statement == f"next hop {nexthop}"
+    assert s.held(EBGP) == {4: (0, 1), 6: (0, 0)}
+
+
+def test_unspecified_ipv6_next_hop_is_rejected():
+    s = stage(ebgp(ACCEPT_ALL))
+    r = s.receive(EBGP, P("2001:db8:7::/48"), "::", attrs())
+    assert (r.verdict.reason, r.update) == (Reason.BAD_NEXT_HOP, None)
+    assert s.rejected == {(EBGP, 6, Reason.BAD_NEXT_HOP): 1}
+
+
+def test_a_batch_with_an_unusable_next_hop_is_rejected_prefix_by_prefix():
+    s = stage(ebgp(ACCEPT_ALL))
+    out: list = []
+    s.receive_batch(EBGP, [P("203.0.113.0/24"), P("198.51.100.0/24")], "0.0.0.0", attrs(), out)
+    assert out == [] and s.rejected == {(EBGP, 4, Reason.BAD_NEXT_HOP): 2}
+    assert s.verdict(EBGP, P("198.51.100.0/24")).statement == "next hop 0.0.0.0"

@@ -17,6 +17,7 @@ from agent.core.model import BgpOrigin, Prefix
 from agent.speaker.codec import CodecError, Decoder
 from agent.speaker.encoder import encode
 from agent.core.bgp import (
+    Keepalive,
     Ack,
     AnnounceEor,
     AnnounceRoute,
@@ -194,8 +195,16 @@ def test_lines_that_are_not_understood_raise(text):
         Decoder().decode(text)
 
 
-def test_keepalives_are_ignored():
-    assert Decoder().decode('{"type": "keepalive", "neighbor": {}}') == ()
+KEEPALIVE = ('{ "exabgp": "5.0.0", "time": 1764790000.5, "host" : "node", "pid" : 7, "ppid" : 1, '
+             '"counter": 9, "type": "keepalive", "neighbor": { "address": { "local": "10.0.0.254", '
+             '"peer": "10.0.0.1" }, "asn": { "local": 65000, "peer": 65001 } , "router-id": "10.0.0.254" '
+             ', "direction": "%s" } }')
+
+
+def test_received_keepalives_become_events_sent_ones_do_not():
+    """What ExaBGP 5.0.15 writes with ``receive { keepalive; }`` (its JSON encoder's layout)."""
+    assert Decoder().decode(KEEPALIVE % "receive") == (Keepalive("10.0.0.1"),)
+    assert Decoder().decode(KEEPALIVE % "send") == ()
 
 
 def test_notification_message_text():

@@ -91,6 +91,10 @@ def test_full_peer():
     ({"gracefulRestartSeconds": 4096}, "spec.gracefulRestartSeconds", "less than or equal to 4095"),
     ({"ebgpMultihop": 0}, "spec.ebgpMultihop", "greater than or equal to 1"),
     ({"ebgpMultihop": 2, "localAS": 65000}, "spec.ebgpMultihop", "eBGP only"),
+    ({"ttlSecurity": 0}, "spec.ttlSecurity", "greater than or equal to 1"),
+    ({"ttlSecurity": 255}, "spec.ttlSecurity", "less than or equal to 254"),
+    ({"ttlSecurity": "on"}, "spec.ttlSecurity", "valid integer"),
+    ({"ttlSecurity": 1, "ebgpMultihop": 2}, "spec.ttlSecurity", "ttlSecurity and ebgpMultihop are exclusive"),
     ({"importPolicy": "Bad_Name"}, "spec.importPolicy", "DNS-1123"),
     ({"adminDistance": 256}, "spec.adminDistance", "less than or equal to 255"),
     ({"maxPrefix": [{"family": "ipv4-unicast", "limit": 0}]}, "spec.maxPrefix.0.limit", "greater than"),
@@ -273,7 +277,7 @@ def test_rendered_text_and_env(tmp_path):
                  "hold-time 30;", "passive false;", "connect 179;", "outgoing-ttl 3;", "manual-eor true;",
                  "adj-rib-in false;", "ipv4 unicast;", "ipv6 unicast;", "route-refresh enable;",
                  "graceful-restart 120;", "processes [ agent ];", "neighbor-changes;",
-                 "receive { parsed; update; notification; open; refresh; }"):
+                 "receive { parsed; update; notification; open; refresh; keepalive; }"):
         assert want in tor1, want
     tor2 = _block(text, "neighbor fd00::1 {")
     assert "passive true;" in tor2 and "connect" not in tor2 and "graceful-restart" not in tor2
@@ -407,3 +411,46 @@ def test_a_held_down_peer_stays_configured_passive_with_a_key_it_does_not_know(t
     assert _exabgp_validate(tmp_path, conf).returncode == 0
     glob = render(peers, BgpSpeakerSpec(listenAddresses=["10.0.0.2"]), api, read_secrets(peers), held=held)
     assert "listen " not in glob.text and f"md5-password {key};" in _block(glob.text, "neighbor 10.0.0.9 {")
+
+
+# ---- GTSM (issue 14 item 9) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hops,minimum", [(1, 255), (2, 254), (254, 2)])
+def test_ttl_security_renders_the_minimum_ttl_and_255_out(tmp_path, hops, minimum):
+    """ttlSecurity N (hops, Calico's meaning; BIRD `ttl security on` + `multihop N`) is ExaBGP's
+    incoming-ttl 256-N (IP_MINTTL) and outgoing-ttl 255 (RFC 5082 section 3), IPv4 and IPv6,
+    active and passive; ExaBGP itself accepts the result."""
+    peers = [make_peer("a", localAddress="10.0.0.2", ttlSecurity=hops),
+             make_peer("p6", peerAddress="fd00::1", localAddress="fd00::2", passive=True, ttlSecurity=hops),
+             make_peer("plain", peerAddress="10.0.0.9")]
+    api = [sys.executable, "-S", "-E", RELAY, str(tmp_path / "api.sock"), "tok"]
+    conf = render(peers, BgpSpeakerSpec(), api)
+    for addr in ("10.0.0.1", "fd00::1"):
+        block = _block(conf.text, f"neighbor {addr} {{")
+        assert f"incoming-ttl {minimum};" in block and "outgoing-ttl 255;" in block
+    assert "ttl" not in _block(conf.text, "neighbor 10.0.0.9 {")
+    r = _exabgp_validate(tmp_path, conf)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_ttl_security_where_exabgp_cannot_enforce_it_is_a_configuration_error():
+    from agent.config.loader import ConfigError, load_text
+
+    gtsm = peer_yaml("ttlSecurity: 1")
+    assert load_text(gtsm).peers[0].spec.ttl_security == 1
+    speaker = ("---\napiVersion: routeagent.io/v1alpha1\nkind: BgpSpeaker\nmetadata: {name: s}\n"
+               "spec: {listenAddresses: %s}\n")
+    with pytest.raises(ConfigError) as info:  # the shared listener has no IP_MINTTL
+        load_text(gtsm + speaker % "[10.0.0.2]")
+    (p,) = info.value.problems
+    assert (p.object, p.field) == ("BgpPeer/tor1", "spec.ttlSecurity") and "listenAddresses" in p.message
+    assert load_text(gtsm + speaker % "[]").peers[0].spec.ttl_security == 1  # no listener at all
+    # passive peers on one local address share one listening socket, and its minimum TTL
+    two = "---\n".join(
+        peer_yaml(f"passive: true\n  localAddress: 10.0.0.2{extra}").replace("10.0.0.1", addr).replace("tor1", name)
+        for name, addr, extra in (("a", "10.0.0.7", "\n  ttlSecurity: 1"), ("b", "10.0.0.8", "")))
+    with pytest.raises(ConfigError) as info:
+        load_text(two)
+    (p,) = info.value.problems
+    assert (p.object, p.field) == ("BgpPeer/b", "spec.ttlSecurity") and "same ttlSecurity" in p.message

@@ -219,3 +219,20 @@ async def test_a_full_queue_is_dropped_and_reported_and_send_still_never_blocks(
     assert first == CommandsDropped(tuple(sent[:10]), "queue full")
     assert second == CommandsDropped(tuple(sent[10:20]), "queue full")
     assert sp.queue.empty()
+
+
+async def test_batches_hand_over_what_is_waiting_in_order_and_bounded(tmp_path):
+    """The agent takes speaker events in batches (one RIB change per burst of UPDATEs): a batch
+    is what is already queued, in order, cut at `max_events` or about `max_routes` prefixes,
+    and the stream ends at the stop marker after the events before it."""
+    from agent.core.bgp import Announced, PathAttrs, RouteUpdate
+    from agent.core.model import Prefix
+    sp = make_speaker(tmp_path)
+    a = PathAttrs()
+    big = RouteUpdate("127.0.0.2", Family.IPV4_UNICAST,
+                      tuple(Announced(Prefix.of(4, i << 8, 24), "127.0.0.2", a) for i in range(1, 4)))
+    up = PeerState("127.0.0.2", PeerStatus.UP)
+    for ev in (up, big, big, big, up, None):
+        sp.queue.put_nowait(ev)
+    got = [b async for b in sp.batches(max_events=4, max_routes=7)]
+    assert got == [(up, big, big), (big, up)]  # 1 + 3 + 3 = 7 prefixes: cut; then the rest

@@ -83,8 +83,9 @@ class ReadView(Protocol):
     def adverts(self, peer: str | None) -> list[dict]:
         """What we advertise, to every peer or to one (address or BgpPeer name)."""
 
-    def explain(self, prefix: Prefix) -> dict:
-        """Why `prefix` is (not) installed: candidates, decision, kernel state, BGP verdicts."""
+    def explain(self, prefix: Prefix, exact: bool = True) -> dict:
+        """Why `prefix` is (not) installed: candidates, decision, kernel state, BGP verdicts;
+        ``exact=False``: `prefix` is an address, explain its longest match (``ip route get``)."""
 
     def config_problems(self) -> list[str]:
         """The configuration problems that are not running (empty when all is accepted)."""

@@ -115,7 +115,7 @@ async def _route(view: ReadView, metrics: Metrics, path: str,
             prefix = Prefix.parse(text)
         except ValueError as exc:
             return _error(f"bad prefix {text!r}: {exc}")
-        return _json(view.explain(prefix))
+        return _json(view.explain(prefix, exact="/" in text))  # an address: longest match
     return 404, "text/plain", b"not found\n"
 
 

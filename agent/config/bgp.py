@@ -5,7 +5,8 @@ routeagent.io/v1alpha1``, camelCase fields, ``extra="forbid"``, frozen, strict s
 error at its exact field). `KINDS` lists the kinds defined here (joined in `agent.config.kinds`).
 
 * `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
-  time, families, MD5 password file, graceful restart, eBGP multihop TTL, import policy name,
+  time, families, MD5 password file, graceful restart, eBGP multihop TTL or GTSM (``ttlSecurity``,
+  RFC 5082, Calico's name and meaning: the hop count to the neighbour), import policy name,
   administrative distance override, max-prefix per family. The MD5 secret is never stored in the
   model: `BgpPeerSpec.read_md5_password()` reads the file (`agent.config.files.read_bounded`:
   a regular file of at most 82 bytes, never blocking on a FIFO) when the loader checks the
@@ -17,7 +18,10 @@ error at its exact field). `KINDS` lists the kinds defined here (joined in `agen
   addresses, so it can run beside a BIRD on the same host: give one of them another address or
   port), and
   which interpreter runs ExaBGP (``auto``: PyPy when it can import exabgp, else the agent's own
-  Python; see `agent.speaker.process.resolve_interpreter`).
+  Python; see `agent.speaker.process.resolve_interpreter`), and how received UPDATEs cross the
+  ExaBGP boundary (``updates``: ``json``, decoded by ExaBGP; ``raw``, handed over undecoded by the
+  launcher's patch and decoded by the agent, which needs ExaBGP 5.0.15 exactly: see
+  `agent.speaker.launcher`).
 
 Defaults worth knowing: ``holdTime`` 90 s, ``gracefulRestartSeconds`` 120 (0 turns the
 capability off), ``families`` the family of ``peerAddress``, ``port`` 179, active (we connect).
@@ -58,9 +62,14 @@ MD5_KEY_MAX = 80  # TCP_MD5SIG_MAXKEYLEN: the longest key the kernel takes
 class MaxPrefixAction(str, enum.Enum):
     WARN = "warn"  # log and count, keep accepting
     DISCARD_EXTRA = "discardExtra"  # keep the session, ignore prefixes beyond the limit
-    # close the session with Cease 6/1 (maximum number of prefixes reached). ExaBGP 5 sends the
-    # NOTIFICATION only when graceful restart was not negotiated; with it, it closes silently
+    # close the session with Cease 6/1 (maximum number of prefixes reached); sent with or without
+    # graceful restart (ExaBGP 5.0.15 alone closed silently with it: the launcher's teardown patch)
     TEARDOWN = "teardown"
+
+
+class UpdatesMode(str, enum.Enum):
+    JSON = "json"  # ExaBGP decodes every UPDATE and writes it as JSON
+    RAW = "raw"  # ExaBGP writes the UPDATE's bytes (hex), the agent decodes them; ExaBGP 5.0.15 only
 
 
 class MaxPrefixSpec(_Model):
@@ -157,6 +166,11 @@ class BgpPeerSpec(_Model):
     """Graceful restart (RFC 4724) time we announce; 0: no graceful restart capability."""
     ebgp_multihop: StrictInt | None = Field(None, ge=1, le=255)
     """eBGP only: the TTL of our packets, for a neighbour that is not directly connected."""
+    ttl_security: StrictInt | None = Field(None, ge=1, le=254)
+    """GTSM (RFC 5082): hops to the neighbour (1: directly connected). We send with TTL 255 and
+    the kernel drops the neighbour's packets that arrive with a TTL below 256 - ttlSecurity. The
+    neighbour must do the same (BIRD ``ttl security on``, FRR ``ttl-security hops``). Not with
+    ebgpMultihop."""
     import_policy: PolicyName | None = None
     """Name of a RoutePolicy or ``acceptAll``; unset: eBGP routes are refused (RFC 8212)."""
     admin_distance: Distance | None = None
@@ -228,6 +242,10 @@ class BgpPeerSpec(_Model):
         if self.ebgp_multihop is not None and self.peer_as == self.local_as:
             errors.append(_at(("ebgpMultihop",), self.ebgp_multihop, "multihop_ibgp",
                               "ebgpMultihop applies to eBGP only (peerAS equals localAS)"))
+        if self.ttl_security is not None and self.ebgp_multihop is not None:
+            errors.append(_at(("ttlSecurity",), self.ttl_security, "ttl_security_multihop",
+                              "ttlSecurity and ebgpMultihop are exclusive: with GTSM our packets always "
+                              "leave with TTL 255, and ttlSecurity already gives the number of hops"))
         errors += unique_errors(self.node_overrides, "nodeOverrides", "node", "duplicate_node",
                                 key=lambda o: o.node_name, sub=("nodeName",))
         for i, o in enumerate(self.node_overrides):
@@ -317,6 +335,8 @@ class BgpSpeakerSpec(_Model):
     """TCP port ExaBGP listens on. Beside a BIRD on the same host, use another address or port."""
     interpreter: StrictStr = "auto"
     """Interpreter for ExaBGP: ``auto`` (pypy3 when it can import exabgp, else the agent's Python) or an absolute path."""
+    updates: UpdatesMode = UpdatesMode.JSON
+    """How received UPDATEs reach the agent: ``json`` (decoded by ExaBGP) or ``raw`` (undecoded, decoded by the agent; needs ExaBGP 5.0.15, refused otherwise)."""
 
     @model_validator(mode="after")
     def _rules(self) -> "BgpSpeakerSpec":

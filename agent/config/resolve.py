@@ -46,7 +46,8 @@ SINGLETON_KINDS = ("AgentConfig", "BgpSpeaker")
 def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
     """Rules between objects: at most one AgentConfig and one BgpSpeaker; no two objects of the
     same kind and name; no two BgpPeers for one address; a peer's importPolicy must exist; a
-    passive peer has a localAddress unless the BgpSpeaker lists listen addresses."""
+    passive peer has a localAddress unless the BgpSpeaker lists listen addresses; ttlSecurity
+    only where every listening socket of the peer can enforce it (`_ttl_security_listeners`)."""
     conflicts: list[Conflict] = []
     single_at: dict[str, int] = {}
     seen: dict[tuple[str, str], int] = {}
@@ -73,6 +74,7 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
             else:
                 peers[addr] = i
     conflicts += _passive_without_address(objects)
+    conflicts += _ttl_security_listeners(objects)
     policies = {o.metadata.name: i for i, o in enumerate(objects) if o.kind == "RoutePolicy"}
     for i, obj in enumerate(objects):
         if obj.kind != "BgpPeer":
@@ -97,6 +99,29 @@ def _passive_without_address(objects: Sequence[Any]) -> list[Conflict]:
     return [Conflict(i, i, "spec.localAddress", PASSIVE_NEEDS_ADDRESS) for i, o in enumerate(objects)
             if o.kind == "BgpPeer" and o.spec.passive and o.spec.local_address is None
             and not any(n.local_address for n in o.spec.node_overrides)]
+
+
+def _ttl_security_listeners(objects: Sequence[Any]) -> list[Conflict]:
+    """GTSM needs a minimum TTL on every socket a peer's segments reach. ExaBGP 5.0.15 sets none
+    on the shared listening sockets of BgpSpeaker listenAddresses (any peer may connect there),
+    and one listening socket serves all passive peers of a local address: they must agree."""
+    speaker = next((o for o in objects if o.kind == "BgpSpeaker"), None)
+    shared = speaker is not None and bool(speaker.spec.listen_addresses)
+    out, by_local = [], {}
+    for i, o in enumerate(objects):
+        if o.kind != "BgpPeer":
+            continue
+        if shared and o.spec.ttl_security is not None:
+            out.append(Conflict(i, i, "spec.ttlSecurity",
+                                "ttlSecurity needs BgpSpeaker listenAddresses unset or empty: ExaBGP "
+                                "sets no minimum TTL on those shared listening sockets"))
+        elif not shared and o.spec.passive and o.spec.local_address is not None:
+            first = by_local.setdefault(o.spec.local_address, i)
+            if objects[first].spec.ttl_security != o.spec.ttl_security:
+                out.append(Conflict(i, first, "spec.ttlSecurity",
+                                    f"passive peers listening on {o.spec.local_address} share one socket "
+                                    "and its minimum TTL: they must have the same ttlSecurity"))
+    return out
 
 
 class Config(_Model):
@@ -197,7 +222,8 @@ def for_node(config: Config, node: NodeIdentity) -> Config:
 
 def fib_settings(config: Config) -> FibSettings:
     fib = config.agent.fib
-    return FibSettings(table=fib.table, protocol=fib.protocol, metric=fib.metric)
+    return FibSettings(table=fib.table, protocol=fib.protocol, metric=fib.metric,
+                       nexthop_objects=fib.nexthop_objects)
 
 
 def distances(config: Config) -> dict[SourceKind, int]:

@@ -147,6 +147,15 @@ class Open:
 
 
 @dataclass(frozen=True, slots=True)
+class Keepalive:
+    """A KEEPALIVE received from the peer once its session is up. A peer that announced no
+    graceful-restart capability sends no End-of-RIB: its first KEEPALIVE after the session came up
+    follows its initial UPDATEs (implicit End-of-RIB, as FRR's update-delay takes it)."""
+
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
 class RouteRefresh:
     """The peer asked us to re-send our routes of `family` (ExaBGP answers from its adj-RIB-out)."""
 
@@ -185,6 +194,7 @@ Event = (
     | PeerState
     | Notification
     | Open
+    | Keepalive
     | RouteRefresh
     | Ack
     | SpeakerShutdown

@@ -15,6 +15,11 @@ being resolved (it would resolve through itself); the RIB checks the latter with
 Every gateway looked up recursively is *watched*: when the RIB's route for a prefix covering a
 watched gateway changes (`affects`), the cache is dropped and routes are re-evaluated.
 
+An IPv6 link-local gateway means something only on one link: without a device it never resolves
+(``fe80::/64`` is connected on every IPv6 interface, and the first one found would be a guess);
+BGP gives it the device of the peer's session (`connected_device` of the peer address), static
+routes must name one.
+
 Results are cached per interned next-hop tuple (many routes share a few tuples). When the
 connected routes, link states or a route a watched gateway resolves through change, `generation`
 increases and the cache is dropped; the RIB then re-evaluates its routes. Changes that cannot
@@ -31,6 +36,7 @@ from .model import NextHop, Prefix, nexthops, parse_address
 
 
 MAX_DEPTH = 3  # recursive resolution through at most this many routes
+_LINK_LOCAL6 = frozenset({"fe8", "fe9", "fea", "feb"})  # fe80::/10, as canonical (lower-case) text
 
 
 class Resolver:
@@ -45,6 +51,7 @@ class Resolver:
         # taken while cached
         self._cache: dict[int, tuple] = {}
         self.generation = 0
+        self.connected_version = 0  # counts changes of the set of connected routes
 
     # ---- inputs ----
     def add_connected(self, prefix: Prefix, dev: str) -> None:
@@ -64,6 +71,7 @@ class Resolver:
         """A connected route came or went: only when it covers a gateway some cached resolution
         used or looked for (an interface address on an unrelated subnet, an IPv6 link-local
         route appearing) does anything need re-evaluating."""
+        self.connected_version += 1
         if any(prefix.contains_address(*parse_address(gw)) for gw in self._cached_gateways()):
             self._changed()
         else:
@@ -144,6 +152,8 @@ class Resolver:
         return hit
 
     def _resolve_one(self, nh: NextHop) -> tuple[list[NextHop] | None, str | Prefix]:
+        if nh.dev is None and nh.gateway is not None and nh.gateway[:3] in _LINK_LOCAL6:
+            return None, f"{nh.gateway} is link-local and its interface is unknown"
         one, reason = self._resolve_connected(nh)
         if one is not None:
             return [one], ""
@@ -191,3 +201,13 @@ class Resolver:
 
     def connected_routes(self) -> list[tuple[Prefix, str]]:
         return list(self._by_length)
+
+    def connected_device(self, address: str) -> str | None:
+        """The device of the longest connected route covering `address` (whatever its state):
+        the link a directly connected neighbour is reached on. None when no connected route
+        covers it (a neighbour further away)."""
+        family, addr = parse_address(address)
+        for prefix, dev in self._by_length:
+            if prefix.contains_address(family, addr):
+                return dev
+        return None

@@ -5,7 +5,8 @@ Owns: the composition root (`agent`: builds and starts everything, shutdown), th
 state and its handlers (`routing`), the FIB writer thread hand-off and retries (`writer`), the
 standalone config reload (`reload`), the Kubernetes commit path (`kube`), the node status
 (`status`), `explain`, the read view the API sees (`view`), task supervision (`supervise`), the
-private state directory (`statedir`) and the BGP runtime (`bgp`).
+private state directory (`statedir`) and the BGP runtime (`bgp`; `bgp_config`: what a BgpPeer
+means for its parts; `bgp_views`: its read-only views).
 
 May import every layer below it (see .importlinter): api, k8s, sources, speaker, config,
 import/export, policy, fib, core. Nothing but `agent.cli` imports it. Only `agent.daemon.agent`

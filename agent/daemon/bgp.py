@@ -5,14 +5,15 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 
 * the `Speaker` (ExaBGP child) for the configured `BgpPeer`s;
 * the `ImportStage` (hijack guard, import policy with RFC 8212 default deny, max-prefix), fed with
-  the node's protected prefixes (config) and interface addresses (kernel);
+  the node's protected prefixes (config) and interface addresses (kernel), and with each peer's
+  session interface for IPv6 link-local next hops (`device_of`, `refresh_devices`);
 * the `BgpSource` (sessions, graceful-restart stale routes, End-of-RIB for the restart gate).
 
 `handle(event)` is called by the agent's core task for every speaker event and returns the
 `BgpOutput` (RIB updates, synced peers, timers). Side effects towards ExaBGP happen here:
 End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
-gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (ExaBGP sends it only without
-graceful restart), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
+gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (sent with graceful restart
+too: `agent.speaker.launcher`), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
 does not know: ExaBGP would reconnect at once, and a peer removed would get Cease 6/3 on each
 retry), and put back as configured after ``restartSeconds`` from the session down (never, without
 it, until the configuration changes). The deadline is the import stage's
@@ -31,7 +32,7 @@ only the re-announcement that follows `SpeakerRestarted`.
 The read-only views (peers, adverts, explanations) are `agent.daemon.bgp_views.BgpViews`.
 
 `reconfigure(config)` applies a reload: peers added or removed (ExaBGP reloads its configuration,
-other sessions stay up), policies and distances recompiled, and a route refresh asked from every
+other sessions stay up; a removed peer first gets Cease 6/3, see `Speaker.set_peers`), policies and distances recompiled, and a route refresh asked from every
 peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in).
 """
 
@@ -43,16 +44,17 @@ import math
 import time
 from collections.abc import Callable
 
-from ..core.model import Prefix, SourceKind, canonical_address
+from ..core.model import Prefix, SourceKind
 from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
-from ..export.desired import ExportPeer, desired_for_peer, owned_prefixes
+from ..export.desired import ExportPeer, desired_for_peer
 from ..export.reconciler import ExportReconciler
 from ..core.bgp import (
     AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown,
 )
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
+from .bgp_config import import_key, import_peer, peer_key, protected_prefixes
 from .bgp_views import BgpViews
 from .supervise import Spawner
 from ..config.bgp import BgpPeer
@@ -61,32 +63,14 @@ log = logging.getLogger("route_agent.bgp")
 REFRESH_DELAY = 10.0
 
 
-def peer_key(peer: BgpPeer) -> str:
-    return canonical_address(peer.spec.peer_address)
-
-
-def _import_key(config, distances) -> tuple:
-    """Everything that decides what the import side accepts: a change asks for route refresh.
-    (The guard's protected prefixes are handled apart: `BgpRuntime._set_protected`.)"""
-    return (
-        tuple(p.model_dump_json() for p in config.policies),
-        tuple((peer_key(p), p.spec.import_policy, p.spec.admin_distance, p.spec.allow_default_route,
-               p.spec.allow_covering_routes, p.spec.peer_as, p.spec.local_as, p.spec.allow_own_as)
-              for p in config.peers),
-        tuple(sorted((k.value, v) for k, v in distances.items())),
-    )
-
-
-def _protected(config) -> list:
-    """What the guard protects: the configured prefixes and everything the node advertises."""
-    return [*config.agent.protected_prefixes, *owned_prefixes(config.adverts)]
-
-
 class BgpRuntime(BgpViews):
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
-                 *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = ()) -> None:
+                 *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = (),
+                 device_of: Callable[[str], str | None] = lambda address: None) -> None:
         self.imp = imp
-        protected = _protected(config)
+        self.device_of = device_of  # the session's interface: for IPv6 link-local next hops
+        self.devices: dict[str, str | None] = {}
+        protected = protected_prefixes(config)
         self.guard = imp.Guard(protected, node_addresses)
         self.policies = compile_policies(config.policies)
         self.stage = imp.ImportStage(self.guard, self.policies, distances=distances)
@@ -101,7 +85,7 @@ class BgpRuntime(BgpViews):
         # ExaBGP logs one INFO line per announce, which the agent reads only to drop it
         self.speaker = Speaker(list(config.peers), config.speaker.spec if config.speaker else None,
                                runtime_dir=runtime_dir, wrapper=wrapper, exabgp_log_level="WARNING")
-        self._import_key = _import_key(config, distances)
+        self._import_key = import_key(config, distances)
         self.cluster_protected: list | tuple = ()  # kept as given: its identity marks a change
         self._protected_key: tuple | None = None
         self._cluster_others: frozenset = frozenset()
@@ -113,21 +97,24 @@ class BgpRuntime(BgpViews):
         self._resend: dict = {}  # Teardowns and route refreshes dropped by the speaker, to send again
         self._spawner = Spawner()  # one-shot tasks: peer updates, the event pump, hold-down timers
         self._restores: dict[str, asyncio.Task] = {}  # peer -> its max-prefix restore timer
+        self._attempting: dict[str, int] = {}  # peer -> connection attempts since its last session (logs)
         self.refresh_exports()  # desired state ready before any session comes up
 
     # ---- configuration ----
     def _import_peer(self, peer: BgpPeer):
-        s = peer.spec
-        limits = {}
-        for mp in s.max_prefix:
-            restart = mp.restart_seconds
-            limits[6 if mp.family.value.startswith("ipv6") else 4] = self.imp.MaxPrefixLimit(
-                mp.limit, self.imp.MaxPrefixAction(mp.action.value), restart)
-        return self.imp.ImportPeer(
-            address=peer_key(peer), asn=s.peer_as, ebgp=s.ebgp, policy=s.import_policy,
-            distance=s.admin_distance, allow_default=s.allow_default_route,
-            allow_covering=s.allow_covering_routes, max_prefix=limits, local_as=s.local_as,
-            allow_own_as=s.allow_own_as)
+        addr = peer_key(peer)
+        device = self.devices[addr] = self.device_of(addr)
+        return import_peer(self.imp, peer, device)
+
+    def refresh_devices(self) -> None:
+        """Connected routes changed: a session's interface (`device_of` its peer address) may have
+        moved. The peer's next routes get the new one; those it sent already are asked again
+        (route refresh: their link-local next hops name the old one; ExaBGP keeps no adj-RIB-in)."""
+        for addr, peer in self.peers.items():
+            if self.devices.get(addr) != self.device_of(addr):
+                self.stage.set_peer(self._import_peer(peer))
+                if self.stage.accepted_prefixes(addr):
+                    self._refresh_all({addr: peer})
 
     @staticmethod
     def _settings(peer: BgpPeer) -> BgpPeerSettings:
@@ -192,13 +179,13 @@ class BgpRuntime(BgpViews):
         self.stage.set_policies(self.policies)
         self.stage.set_distances(distances)
         self.adverts = tuple(config.adverts)
-        out.updates += self._set_protected(_protected(config))
+        out.updates += self._set_protected(protected_prefixes(config))
         self.refresh_exports()
         self.source.speaker_stale_seconds = config.agent.fib.stale_seconds
         if [p.model_dump() for p in old_peers.values()] != [p.model_dump() for p in self.peers.values()] \
                 or removed or self.speaker.held:  # (a held peer is released by any change)
             self._spawn(self.speaker.set_peers(list(self.peers.values())))
-        key = _import_key(config, distances)
+        key = import_key(config, distances)
         if key != self._import_key:  # re-run every received route through the new import side
             self._import_key = key
             self._refresh_all()
@@ -216,7 +203,7 @@ class BgpRuntime(BgpViews):
             self.guard.set_cluster(others)
             self._cluster_others = others
         self.cluster_protected = protected
-        return self._set_protected(_protected(config), recheck=grew, refresh=shrank)
+        return self._set_protected(protected_prefixes(config), recheck=grew, refresh=shrank)
 
     def _set_protected(self, own, recheck: bool = False, refresh: bool = False) -> list:
         """Replace the guard's protected prefixes. Grown: accepted routes the guard now refuses
@@ -254,8 +241,8 @@ class BgpRuntime(BgpViews):
 
         self._refresh_handle = loop.call_later(REFRESH_DELAY, fire)
 
-    def _refresh_all(self) -> None:
-        for addr, peer in self.peers.items():
+    def _refresh_all(self, peers: dict[str, BgpPeer] | None = None) -> None:
+        for addr, peer in (self.peers if peers is None else peers).items():
             for fam in peer.spec.families:
                 self.speaker.send(RequestRouteRefresh(fam, addr))
 
@@ -267,8 +254,8 @@ class BgpRuntime(BgpViews):
         await self.speaker.start()
 
         async def pump() -> None:
-            async for ev in self.speaker.events():
-                put(ev)
+            async for batch in self.speaker.batches():
+                put(batch)
 
         self._spawn(pump())
 
@@ -284,7 +271,7 @@ class BgpRuntime(BgpViews):
             self.stage.set_router_id(ev.peer, ev.router_id)
         out = self.source.handle(ev, now)
         if isinstance(ev, PeerState):
-            log.info("peer %s %s%s", ev.peer, ev.state.value, f" ({ev.reason})" if ev.reason else "")
+            self._log_state(ev)
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
                 self._spawn(self._remove_held_down(ev.peer))
                 self._schedule_restore(ev.peer)  # the source just started the hold-down
@@ -308,6 +295,23 @@ class BgpRuntime(BgpViews):
             if command == "teardown":
                 self._teardown(peer, now)
         return out
+
+    def _log_state(self, ev: PeerState) -> None:
+        """ExaBGP says ``connected`` when it starts a connection attempt and ``down`` when that
+        or the OPEN exchange fails: log one line per streak of failed attempts, not a pair each."""
+        reason = f" ({ev.reason})" if ev.reason else ""
+        tries = self._attempting
+        if ev.state is PeerStatus.CONNECTED:
+            tries[ev.peer] = tries.get(ev.peer, 0) + 1
+            log.debug("peer %s: connecting, OPEN exchange under way", ev.peer)
+        elif ev.state is PeerStatus.UP:
+            tries[ev.peer] = 0
+            log.info("peer %s up", ev.peer)
+        elif tries.get(ev.peer):
+            log.log(logging.INFO if tries[ev.peer] == 1 else logging.DEBUG, "peer %s: no session: the connection "
+                    "attempt or the OPEN exchange failed%s; retrying (further failures at debug level)", ev.peer, reason)
+        else:
+            log.info("peer %s down%s", ev.peer, reason)
 
     def _acked(self, ev: CommandAck) -> None:
         self.export.acked(ev.command, ev.ok)

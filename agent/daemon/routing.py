@@ -9,23 +9,31 @@ Start-up order matters for a hitless restart (`start_kernel`): open the monitor 
 nothing is missed), dump the links and the table, adopt our routes as stale without touching
 them, feed the foreign routes to the RIB; the gate opens when every source is in sync (or the
 stale timer fires) and only then may adopted routes be replaced or deleted.
+
+Nexthop objects (`spec.fib.nexthopObjects`, `agent.fib.nhg`): "auto" is decided once at start
+(`nexthops_supported`), and `settings.nexthop_objects` is then "on" or "off" for the run. With
+them on, `nhg` (the `NhLayer`) adopts the objects of the start-up dump together with the routes,
+is resynced by every full scan, and a nexthop event of ours from someone else queues a scan.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable
 
 from ..config import resolve as cfgmod
-from ..core.bgp import PeerState, PeerStatus
+from ..core.bgp import PeerState, PeerStatus, RouteUpdate
 from ..core.gate import SyncGate
 from ..core.rib import Rib
 from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
+from ..fib.nhg import NhLayer
 from ..fib.reconciler import FibState
-from ..fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, Overrun, RouteEvent
+from ..fib.scanner import nexthops_supported
+from ..fib.types import RT_TABLE_MAIN, FibSettings, LinkEvent, NhEvent, Overrun, RouteEvent
 from ..k8s.cluster import ClusterState
 from ..sources.addresses import node_addresses
 from ..sources.kernel import ConnectedTable, KernelSource
@@ -62,6 +70,7 @@ class Routing:
         self.settings: FibSettings = cfgmod.fib_settings(config)
         self.rib = Rib(max_paths=config.agent.max_paths, default_metric=self.settings.metric)
         self.fib = FibState(self.settings)
+        self.nhg: NhLayer | None = None  # decided in start_kernel
         self.kernel = KernelSource(cfgmod.distances(config))
         self.connected = ConnectedTable()
         self.static = StaticSource()
@@ -72,10 +81,23 @@ class Routing:
             self._make_bgp(config)
 
     # ---------------------------------------------------------------- start-up
+    def _decide_nexthops(self) -> None:
+        """Resolve "auto" once: nexthop objects where the kernel has them, plain routes otherwise."""
+        mode = self.settings.nexthop_objects
+        use = mode != "off" and nexthops_supported()
+        if mode == "on" and not use:
+            log.error("spec.fib.nexthopObjects is on but this kernel has no nexthop objects: plain routes")
+        self.settings = self.fib.settings = dataclasses.replace(
+            self.settings, nexthop_objects="on" if use else "off")
+        self.nhg = NhLayer(self.settings.protocol) if use else None
+        log.info("kernel nexthop objects: %s (setting %s)", "on" if use else "off", mode)
+
     def start_kernel(self) -> None:
+        self._decide_nexthops()
         self.links = LinkIndex()
         self.netlink = NetlinkFib(self.settings, self.links)
-        self.monitor = RouteMonitor(self.settings, self.links)  # before the dump: miss nothing
+        # before the dump: miss nothing
+        self.monitor = RouteMonitor(self.settings, self.links, nexthops=self.nhg)
         self.main_netlink = self.main_monitor = None
         if self.settings.table != RT_TABLE_MAIN:  # interface subnets live in main: resolve there
             main = FibSettings(RT_TABLE_MAIN, self.settings.protocol, self.settings.metric)
@@ -83,6 +105,8 @@ class Routing:
             self.main_monitor = RouteMonitor(main, self.links)
         self._sync_links()
         dump = self._dump()
+        if self.nhg is not None:  # our nexthop objects, as they are
+            self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)
         self.fib.adopt(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
         log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
                  self.settings.protocol, self.settings.table)
@@ -97,7 +121,9 @@ class Routing:
 
     def _make_bgp(self, config) -> None:
         self.bgp = BgpRuntime(self.imp, config, cfgmod.distances(config), self.node_addresses(),
-                              runtime_dir=os.path.join(self.state_dir, "speaker"))
+                              runtime_dir=os.path.join(self.state_dir, "speaker"),
+                              device_of=self.rib.resolver.connected_device)
+        self._connected_seen = self.rib.resolver.connected_version
         for name in self.bgp.gate_names():
             self.gate.add(name)
         if self.cluster is not None:
@@ -122,7 +148,8 @@ class Routing:
         if (new_settings.table, new_settings.protocol) != (self.settings.table, self.settings.protocol):
             log.warning("spec.fib.table/protocol changed: takes effect at the next restart")
         elif new_settings.metric != self.settings.metric:
-            self.settings = self.fib.settings = new_settings
+            self.settings = self.fib.settings = dataclasses.replace(
+                new_settings, nexthop_objects=self.settings.nexthop_objects)
             self._apply_rib(self.rib.set_default_metric(new_settings.metric))
         self.config = config
         if self.rib.max_paths != config.agent.max_paths:
@@ -144,12 +171,17 @@ class Routing:
     def _apply_rib(self, changes) -> None:
         if changes:
             self.fib.want(changes)
+        if self.bgp is not None and self.rib.resolver.connected_version != self._connected_seen:
+            self._connected_seen = self.rib.resolver.connected_version  # an interface subnet came
+            self.bgp.refresh_devices()  # or went: the interface of a BGP session may have changed
 
     def source_synced(self, name: str) -> None:
         if self.gate.done(name):
             self._open_gate()
 
     def _open_gate(self) -> None:
+        if self.nhg is not None:
+            self.nhg.gate_open = True  # unused objects of ours may go now
         swept = self.fib.open_gate()
         self.metrics.stale_swept.inc(swept)
         log.info("sync gate open (%s): %d stale routes to delete", self.gate.opened_by, swept)
@@ -188,6 +220,11 @@ class Routing:
                 if ev.deleted or not ev.link.up:
                     # IPv4 routes through a downed link vanish without notification
                     self.queue.put(Event("scan", "link-down"))
+            elif isinstance(ev, NhEvent):  # ours, changed by someone else: routes may be gone too
+                self.metrics.repairs.inc()
+                log.warning("nexthop object %d of ours %s outside route-agent: resync", ev.id,
+                            "deleted" if ev.deleted else "changed")
+                self.queue.put(Event("scan", "nexthop-changed"))
             elif isinstance(ev, RouteEvent):
                 if ev.foreign is not None:
                     updates += self.kernel.seen(ev.foreign, ev.deleted)
@@ -219,12 +256,43 @@ class Routing:
             self.bgp.set_node_addresses(self.node_addresses())
         self._sync_links()
         dump = self._dump()
+        if self.nhg is not None:
+            self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)
         self.fib.resync(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
 
     # ---------------------------------------------------------------- BGP
-    def handle_bgp(self, ev) -> None:
-        self._bgp_output(self.bgp.handle(ev, time.monotonic()))
+    def handle_bgp(self, events) -> None:
+        """Speaker events, in order (a tuple: what the speaker had waiting). The RIB updates of
+        consecutive UPDATEs are applied as one change; anything else is handled on its own,
+        after the updates before it."""
+        if not isinstance(events, tuple):
+            events = (events,)
+        pending: list = []
+        withdrawn: list = []
+        now = time.monotonic()
+        for ev in events:
+            out = self.bgp.handle(ev, now)
+            if ev.__class__ is RouteUpdate and not (out.logs or out.timers or out.synced):
+                pending += out.updates
+                withdrawn += out.withdrawn
+                continue
+            if pending:
+                self._apply_bgp(pending, withdrawn)
+                pending, withdrawn = [], []
+            self._one_bgp(ev, out)
+        if pending:
+            self._apply_bgp(pending, withdrawn)
+
+    def _apply_bgp(self, updates, withdrawn) -> None:
+        """RIB updates from BGP; `withdrawn`: prefixes a peer explicitly withdrew, whose wanted
+        state the sync gate does not hold (`FibState.release`)."""
+        self._apply_rib(self.rib.apply(updates))
+        if withdrawn and not self.fib.gate_open:
+            self.fib.release({p: self.rib.desired(p) for p in withdrawn})
+
+    def _one_bgp(self, ev, out) -> None:
+        self._bgp_output(out)
         if isinstance(ev, PeerState) and ev.state in (PeerStatus.UP, PeerStatus.DOWN):
             up = ev.state is PeerStatus.UP
             self.notice("BgpSessionUp" if up else "BgpSessionDown",
@@ -236,7 +304,7 @@ class Routing:
 
     def _bgp_output(self, out) -> None:
         if out.updates:
-            self._apply_rib(self.rib.apply(out.updates))
+            self._apply_bgp(out.updates, out.withdrawn)
         for line in out.logs:
             log.warning("%s", line)
             if "max-prefix" in line:
@@ -245,7 +313,7 @@ class Routing:
         for seconds, peer in out.timers:
             loop.call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
         for peer in out.synced:
-            log.info("peer %s: End-of-RIB for every family: in sync", peer)
+            log.info("peer %s: End-of-RIB (or, without graceful restart, its first KEEPALIVE): in sync", peer)
             self.source_synced(f"bgp/{peer}")
 
     # ---------------------------------------------------------------- cluster inputs

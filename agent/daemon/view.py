@@ -3,7 +3,8 @@
 DOC: everything the HTTP API, the metrics collector and the node status read of a running agent
 goes through here, so they never reach into the routing state. It reads the state owned by the
 core task between two of its steps (the API runs on the same event loop). Installed prefixes per
-peer need a walk over the RIB, so they are cached for INSTALLED_CACHE_SECONDS.
+peer need a walk over the RIB, so they are cached for INSTALLED_CACHE_SECONDS while the sizes of
+the RIB and the FIB stay the same (a table still arriving is counted again at each read).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class AgentView:
         self.writer = writer
         self._problems = problems  # () -> str: the last configuration error text
         self.kube = kube  # KubeSync in cluster mode
-        self._installed: tuple[float, Mapping] = (-INSTALLED_CACHE_SECONDS, {})
+        self._installed: tuple[float, tuple, Mapping] = (-INSTALLED_CACHE_SECONDS, (), {})
 
     def ready(self) -> bool:
         return self.writer.ready
@@ -42,7 +43,16 @@ class AgentView:
                 for p in prefixes if p in rib]
 
     def fib(self) -> dict:
-        return views.fib(self.routing.settings, self.routing.fib)
+        out = views.fib(self.routing.settings, self.routing.fib)
+        nhg = getattr(self.routing, "nhg", None)
+        if nhg is not None:  # with nexthop objects: the object each route points at, and ours
+            for row in out["routes"]:
+                nhid = nhg.route_nhid(Prefix.parse(row["prefix"]))
+                if nhid:
+                    row["route"] = f"nhid {nhid} {row['route']}"
+                    row["nhid"] = nhid
+            out["nexthops"] = [nhg.describe(i) for i in sorted(nhg.objects)]
+        return out
 
     def peers(self) -> list[dict]:
         bgp = self.routing.bgp
@@ -55,8 +65,8 @@ class AgentView:
         bgp = self.routing.bgp
         return bgp.advert_views(peer) if bgp is not None else []
 
-    def explain(self, prefix: Prefix) -> dict:
-        return explain_mod.explain(self.routing, prefix)
+    def explain(self, prefix: Prefix, exact: bool = True) -> dict:
+        return explain_mod.explain(self.routing, prefix, exact)
 
     def config_problems(self) -> list[str]:
         return self._problems().splitlines()
@@ -71,10 +81,11 @@ class AgentView:
 
     def installed_by_peer(self) -> Mapping[tuple[str, int], int]:
         """Installed prefixes per (peer address, family), from the RIB winners (cached)."""
-        at, counts = self._installed
-        if time.monotonic() - at < INSTALLED_CACHE_SECONDS:
-            return counts
+        at, key, counts = self._installed
         rib, fib = self.routing.rib, self.routing.fib
+        now_key = (len(rib), len(fib.actual), len(fib.pending))  # a table still filling: recount
+        if time.monotonic() - at < INSTALLED_CACHE_SECONDS and key == now_key:
+            return counts
         counts = Counter()
         for prefix in rib.prefixes():
             if prefix not in fib.actual or prefix in fib.pending:
@@ -84,7 +95,7 @@ class AgentView:
             for w in rib.selection(prefix).winners:
                 if w.bgp is not None:
                     counts[(w.origin.name, prefix.family)] += 1
-        self._installed = (time.monotonic(), counts)
+        self._installed = (time.monotonic(), now_key, counts)
         return counts
 
     def bgp_counts(self) -> BgpCounts | None:

@@ -7,6 +7,11 @@ result comes back as a ``flushed`` event, so the FIB state is only ever touched 
 Failed ops are retried with backoff (RETRY_MIN doubling to RETRY_MAX) through a ``retry`` event;
 an EEXIST on add (a route we did not know about) or a failed batch asks for a full scan.
 
+With nexthop objects (`routing.nhg`), the planned route ops go through `NhLayer.expand` (object
+writes first, in-place group replaces, routes pointing at objects; or, with nothing else to do,
+deletes of unused objects) and the outcome back through `NhLayer.done`, which hands the errors
+over in terms of the reconciler's ops.
+
 Readiness lives here too: the agent is ready once the sync gate is open and the first write after
 it completed (or there was nothing to write).
 """
@@ -20,7 +25,8 @@ import logging
 import time
 from collections import Counter
 
-from ..fib.types import Op, OpError, OpKind
+from ..fib.nhg import nh_deletes
+from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
 from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
@@ -49,31 +55,37 @@ class FibWriter:
             return
         r = self.routing
         ops = r.fib.plan(retry_failed)
-        if not ops:
+        kops = r.nhg.expand(ops, retry_failed) if r.nhg is not None else ops
+        if not kops:
             self._check_ready()
             return
-        log.debug("writing %d route ops (gate %s)", len(ops), "open" if r.gate.open else "closed")
+        log.debug("writing %d route ops in %d kernel ops (gate %s)", len(ops), len(kops),
+                  "open" if r.gate.open else "closed")
         self._flushing = True
         self._flush_after_gate = r.gate.open
         t0 = time.perf_counter()
-        future = asyncio.get_running_loop().run_in_executor(self._executor, r.netlink.apply, ops)
-        future.add_done_callback(lambda f: self.queue.put(Event("flushed", (ops, f, t0))))
+        future = asyncio.get_running_loop().run_in_executor(self._executor, r.netlink.apply, kops)
+        future.add_done_callback(lambda f: self.queue.put(Event("flushed", (ops, kops, f, t0))))
 
     def flushed(self, data) -> None:
-        ops, future, t0 = data
+        ops, kops, future, t0 = data
         self._flushing = False
         try:
             errors = future.result()
         except Exception as exc:  # the batch's fate is unknown: mark it failed, rescan, retry
             log.error("netlink write failed: %s; full resync", exc)
-            errors = [OpError(op, errno.EIO, str(exc)) for op in ops]
+            errors = [OpError(op, errno.EIO, str(exc)) for op in kops]
             self.queue.put(Event("scan", "write-failed"))
+        for e in errors[:20]:
+            log.warning("netlink %s %s failed: %s", e.op.kind.value, _describe(e.op), e.message)
+        kernel_errors = errors
+        if self.routing.nhg is not None:
+            errors = self.routing.nhg.done(kops, errors)
         self.routing.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
-        for kind, n in Counter(op.kind for op in ops).items():
+        for kind, n in Counter(op.kind for op in kops).items():
             self.metrics.netlink_ops.labels(kind.value).inc(n)
-        for e in errors[:20]:
-            log.warning("netlink %s %s %s failed: %s", e.op.kind.value, e.op.prefix, e.op.route, e.message)
+        errors = kernel_errors
         for e in errors:
             self.metrics.netlink_errors.labels(e.op.kind.value, errno.errorcode.get(e.errno, str(e.errno))).inc()
         if any(e.errno == errno.EEXIST and e.op.kind == OpKind.ADD for e in errors):
@@ -109,9 +121,18 @@ class FibWriter:
         self._executor.shutdown(wait=True)
 
     def flush_all(self) -> None:
-        """--flush-on-exit: delete every route of ours, from a fresh dump (a batch may have
-        completed unrecorded)."""
+        """--flush-on-exit: delete every route of ours, then every nexthop object of ours, from
+        a fresh dump (a batch may have completed unrecorded)."""
         netlink = self.routing.netlink
-        ops = [Op(OpKind.DELETE, p, r) for p, r in netlink.dump().ours.items()]
+        dump = netlink.dump()
+        ops = [Op(OpKind.DELETE, p, r) for p, r in dump.ours.items()]
+        ops += nh_deletes(dump.nexthops or {}, self.routing.settings.protocol)
         errors = netlink.apply(ops)
-        log.info("flush-on-exit: deleted %d routes (%d errors)", len(ops) - len(errors), len(errors))
+        log.info("flush-on-exit: deleted %d routes and nexthop objects (%d errors)",
+                 len(ops) - len(errors), len(errors))
+
+
+def _describe(op) -> str:
+    if isinstance(op, NhOp):
+        return f"nexthop id {op.id}"
+    return f"{op.prefix} {op.route}" + (f" nhid {op.nhid}" if isinstance(op, NhRouteOp) else "")

@@ -15,6 +15,13 @@ RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE and RTA_MULTIPATH are looked at. T
 bytes (gateway, oif, multipath blob) plus type and metric key a cache of interned `KernelRoute`s,
 so a dump of 100k routes through a handful of next hops builds a handful of objects. `route()`
 is the cheap core used by dumps: it returns ``(prefix, protocol, KernelRoute)`` or None.
+
+A route that points at a kernel nexthop object (RTA_NH_ID, `agent.fib.nhg`) is decoded with the
+next hops of that object, looked up in `nh_of` (nexthop id -> next-hop tuple, the nexthop
+layer's live expansion; without `net.ipv4.nexthop_compat_mode` the kernel sends the id only).
+`nh_of` changes when a group changes in place: `sync_nexthops()` (called by the scanner and the
+monitor before they decode) drops the route cache when its version moved. The id itself is
+reported through `last_nhid` (set by every `route()` call) for the dump.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_MULTIPATH, RTA_TABLE = 1, 4, 5, 6, 9, 15
+RTA_NH_ID = 30
 RTM_F_CLONED = 0x200
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
 RT_TABLE_UNSPEC, RT_TABLE_COMPAT = 0, 252
@@ -107,10 +115,15 @@ class Decoder:
     when it changes so cached routes pick up new names.
     """
 
-    def __init__(self, settings: FibSettings, name_of: Mapping[int, str]):
+    def __init__(self, settings: FibSettings, name_of: Mapping[int, str], nexthops=None):
         self.settings = settings
         self.name_of = name_of
         self._cache: dict[tuple, KernelRoute] = {}
+        self.nexthops = nexthops  # an object with `expansion` (id -> next hops) and `version`
+        self.nh_of: Mapping[int, tuple[NextHop, ...]] = nexthops.expansion if nexthops else {}
+        self._nh_version = nexthops.version if nexthops else 0
+        self.last_nhid = 0
+        self._nhids: dict[tuple, int] = {}  # fast-path cache key -> nexthop id (routes with one)
         # rtm_table carries the table id when < 256; larger ids are in RTA_TABLE only, with
         # RT_TABLE_COMPAT in the header from the kernel (and UNSPEC from encoders like ours)
         big = settings.table >= 256
@@ -118,6 +131,14 @@ class Decoder:
 
     def invalidate(self) -> None:
         self._cache.clear()
+        self._nhids.clear()
+
+    def sync_nexthops(self) -> None:
+        """Pick up a changed nexthop expansion (see module doc)."""
+        nh = self.nexthops
+        if nh is not None and (nh.version != self._nh_version or nh.expansion is not self.nh_of):
+            self._nh_version, self.nh_of = nh.version, nh.expansion
+            self._cache.clear()
 
     def route(self, buf: bytes, off: int, end: int) -> tuple[Prefix, int, KernelRoute] | None:
         """Parse the rtmsg at `off`..`end`; None when filtered out (other table, cloned, type).
@@ -148,30 +169,38 @@ class Decoder:
                 key = (rtype, buf[o:end])
                 route = self._cache.get(key)
                 if route is None:
-                    _dst, gw, oif, prio, mp, _table = _route_attrs(buf, o, end)
-                    route = self._route(key, rtype, gw, oif, mp, prio)
+                    _dst, gw, oif, prio, mp, _table, nhid = _route_attrs(buf, o, end)
+                    route = self._route(key, rtype, gw, oif, mp, prio, nhid)
+                    if nhid:
+                        self._nhids[key] = nhid
+                self.last_nhid = self._nhids.get(key, 0) if self._nhids else 0
                 addr = (int.from_bytes(dst, "big") << 8) if dst else 0
                 return Prefix((addr if family == AF_INET else _V6_FLAG | addr) | dst_len), protocol, route
-        dst, gw, oif, prio, mp, table = _route_attrs(buf, off + 12, end)
+        dst, gw, oif, prio, mp, table, nhid = _route_attrs(buf, off + 12, end)
         if table is not None and table != self.settings.table:
             return None
         if rtype != 1:  # blackhole & co: next hops (IPv6 reports dev lo) are meaningless
             gw = mp = None
             oif = 0
-        key = (rtype, gw, oif, mp, prio)
+        self.last_nhid = nhid
+        key = (rtype, gw, oif, mp, prio, nhid)
         route = self._cache.get(key)
         if route is None:
-            route = self._route(key, rtype, gw, oif, mp, prio)
+            route = self._route(key, rtype, gw, oif, mp, prio, nhid)
         return _prefix(family, dst, dst_len), protocol, route
 
-    def _route(self, key: tuple, rtype: int, gw, oif: int, mp, prio: int) -> KernelRoute:
+    def _route(self, key: tuple, rtype: int, gw, oif: int, mp, prio: int, nhid: int = 0) -> KernelRoute:
         if rtype != 1:
             gw = mp = None
             oif = 0
-        route, complete = self._build(rtype, gw, oif, mp, prio)
+        if nhid and rtype == 1 and nhid in self.nh_of:  # through a nexthop object: its next hops
+            route, complete = intern(KernelRoute(RouteType.UNICAST, self.nh_of[nhid], prio)), True
+        else:
+            route, complete = self._build(rtype, gw, oif, mp, prio)
         if complete:
             if len(self._cache) > 65536:
                 self._cache.clear()
+                self._nhids.clear()
             self._cache[key] = route
         return route
 
@@ -242,9 +271,9 @@ class Decoder:
 
 def _route_attrs(buf: bytes, o: int, end: int):
     """The route attributes we read, from offset `o`: (dst, gateway, oif, priority, multipath,
-    table); raw bytes for addresses and the multipath blob, None/0 when absent."""
+    table, nexthop id); raw bytes for addresses and the multipath blob, None/0 when absent."""
     dst = gw = mp = table = None
-    oif = prio = 0
+    oif = prio = nhid = 0
     unpack_attr = NLATTR.unpack_from
     while o + 4 <= end:
         alen, atype = unpack_attr(buf, o)
@@ -263,8 +292,10 @@ def _route_attrs(buf: bytes, o: int, end: int):
             table = U32.unpack_from(buf, o + 4)[0]
         elif atype == RTA_MULTIPATH:
             mp = buf[o + 4:o + alen]
+        elif atype == RTA_NH_ID:
+            nhid = U32.unpack_from(buf, o + 4)[0]
         o += (alen + 3) & ~3
-    return dst, gw, oif, prio, mp, table
+    return dst, gw, oif, prio, mp, table, nhid
 
 
 def _prefix(family: int, dst, dst_len: int) -> Prefix:

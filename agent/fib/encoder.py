@@ -63,7 +63,8 @@ from .codec import (
     _HDR,
     _V6_FLAG,
 )
-from .types import FibSettings, Op, OpKind
+from .nhcodec import encode_nh, encode_nh_route
+from .types import FibSettings, NhOp, NhRouteOp, Op, OpKind
 
 
 class UnknownDevice(LookupError):
@@ -108,7 +109,13 @@ class Encoder:
         self._cache.clear()
 
     def encode(self, op: Op, seq: int, ack: bool = False) -> bytes:
-        """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`)."""
+        """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`).
+        Nexthop-object writes (`NhOp`, `NhRouteOp`) go to `agent.fib.nhcodec`."""
+        if op.__class__ is not Op:
+            if op.__class__ is NhOp:
+                return encode_nh(op, self.settings.protocol, self._ifindex, seq, ack)
+            if op.__class__ is NhRouteOp:
+                return encode_nh_route(op, self.settings, seq, ack)
         p = op.prefix
         family = 6 if p & _V6_FLAG else 4
         # routes are interned (shared by many prefixes): key by identity, which is much cheaper

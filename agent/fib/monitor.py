@@ -13,6 +13,12 @@ port id the kernel stamps on the notification (`nlsock.WRITER_PORTS`) and droppe
 that, the echoes of a big delete batch, read at most MAX_RECVS_PER_READ datagrams per loop turn,
 could still be arriving after the same routes had been added again, and looked like someone
 deleting them: the reconciler re-added routes the kernel had (EEXIST).
+
+With nexthop objects the socket also joins RTNLGRP_NEXTHOP: an RTM_NEWNEXTHOP/DELNEXTHOP of our
+protocol not caused by our writer (``ip nexthop del`` of ours, a device going down, which makes
+the kernel drop its next hops and the routes through them) comes out as an `NhEvent`, and the
+caller rescans. Route messages through an object are decoded with the nexthop layer's live
+expansion (`nexthops`, see `agent.fib.codec`).
 """
 
 from __future__ import annotations
@@ -26,11 +32,14 @@ import sys
 from . import codec
 from .codec import RTM_NEWROUTE, Decoder, iter_messages
 from .links import LinkIndex
-from .nlsock import DEFAULT_BUFFER, RECV_SIZE, WRITER_PORTS, open_socket
-from .types import FibSettings, LinkEvent, Overrun, RouteEvent
+from .nhcodec import RTM_DELNEXTHOP, RTM_NEWNEXTHOP, RTNLGRP_NEXTHOP, nh_protocol_and_id
+from .nlsock import DEFAULT_BUFFER, RECV_SIZE, SOL_NETLINK, WRITER_PORTS, open_socket
+from .types import FibSettings, LinkEvent, NhEvent, Overrun, RouteEvent
 
 SO_ATTACH_FILTER = 26
-_ROUTE_MESSAGES = (RTM_NEWROUTE, codec.RTM_DELROUTE)
+NETLINK_ADD_MEMBERSHIP = 1
+_ROUTE_MESSAGES = (RTM_NEWROUTE, codec.RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_DELNEXTHOP)
+_NH_MESSAGES = (RTM_NEWNEXTHOP, RTM_DELNEXTHOP)
 
 
 def attach_drop_own_additions(sock: socket.socket, protocol: int):
@@ -60,18 +69,20 @@ class RouteMonitor:
     MAX_RECVS_PER_READ = 256
 
     def __init__(self, settings: FibSettings, links: LinkIndex, buffer: int = DEFAULT_BUFFER,
-                 drop_own_additions: bool = True):
+                 drop_own_additions: bool = True, nexthops=None):
         self.settings = settings
         self.links = links
         groups = codec.RTMGRP_LINK | codec.RTMGRP_IPV4_ROUTE | codec.RTMGRP_IPV6_ROUTE
         self.sock = open_socket(groups=groups, buffer=buffer)
+        if nexthops is not None:
+            self.sock.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, RTNLGRP_NEXTHOP)
         self._filter = None
         self.drop_own = drop_own_additions  # False: every notification, echoes included (tests)
         if drop_own_additions:
             self._filter = attach_drop_own_additions(self.sock, settings.protocol)
         self.echoes_dropped = 0
         self._snapshot = links.snapshot
-        self.decoder = Decoder(settings, self._snapshot.name_of)
+        self.decoder = Decoder(settings, self._snapshot.name_of, nexthops)
         self.overruns = 0
 
     def fileno(self) -> int:
@@ -93,6 +104,7 @@ class RouteMonitor:
         links = self.links
         ports = WRITER_PORTS if self.drop_own else ()
         pid_of = codec.U32.unpack_from
+        decoder.sync_nexthops()
         for _ in range(self.MAX_RECVS_PER_READ):
             try:
                 buf = self.sock.recv(RECV_SIZE)
@@ -108,6 +120,11 @@ class RouteMonitor:
             for mtype, _flags, seq, off, end in iter_messages(buf):
                 if ports and pid_of(buf, off - 4)[0] in ports and mtype in _ROUTE_MESSAGES:
                     self.echoes_dropped += 1  # caused by our own writer (nlmsg_pid)
+                    continue
+                if mtype in _NH_MESSAGES:
+                    protocol, nhid = nh_protocol_and_id(buf, off, end)
+                    if protocol == self.settings.protocol:
+                        out.append(NhEvent(mtype == RTM_DELNEXTHOP, nhid, protocol))
                     continue
                 snap = links.snapshot
                 if snap is not self._snapshot:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .links import LinkIndex, LinkSnapshot
 from .monitor import RouteMonitor, attach_drop_own_additions
+from .nhg import nh_deletes
 from .nlsock import DEFAULT_BUFFER, NlSocket, SocketBusy, open_socket
 from .scanner import NetlinkScanner, dump_addresses, dump_links
 from .types import Dump, FibSettings, Link, Op, OpError, OpKind
@@ -95,4 +96,5 @@ def flush_ours(settings: FibSettings, links: LinkIndex | None = None) -> list[Op
         dump = fib.dump()
         ops = [Op(OpKind.DELETE, prefix, route) for prefix, route in dump.ours.items()]
         ops += [Op(OpKind.DELETE, prefix, route) for prefix, routes in dump.extra.items() for route in routes]
+        ops += nh_deletes(dump.nexthops or {}, settings.protocol)  # with nexthop objects on
         return fib.apply(ops)

@@ -22,7 +22,8 @@ the new route of a metric change instead of the old one).
 Restart re-sync (FRR zebra's ``-K`` sweep, BIRD's kernel graceful restart): routes found in the
 kernel at start are adopted untouched. Until the sync gate opens (every source finished its initial
 sync, or the stale timer fired) no op touches an adopted prefix and nothing is deleted that a
-previous run installed; brand-new prefixes may be added. When the gate opens, adopted routes that
+previous run installed; brand-new prefixes may be added; a prefix a source explicitly withdrew
+(`release`) is no longer held. When the gate opens, adopted routes that
 no source wants are deleted, changed ones replaced, and unchanged ones cost zero writes.
 
 Drift: a monitor event for our route that differs from `actual` (``ip route del``, a replace by
@@ -230,6 +231,18 @@ class FibState:
         else:
             self.extra.pop(prefix, None)
         return chosen
+
+    def release(self, changes: Mapping[Prefix, KernelRoute | None]) -> None:
+        """A source explicitly withdrew its route for these prefixes (a BGP peer's withdrawal of a
+        route it announced after the restart); `changes` is what the RIB wants for them now. That
+        applies at once, even before the gate opens: the gate protects routes adopted from before
+        the restart that no source has spoken about yet, not what a source says now. (The wanted
+        state is given again: an announcement and its withdrawal in one batch leave the RIB
+        unchanged, so it reports nothing for the prefix.)"""
+        if not self.gate_open:
+            for prefix in changes:
+                self.adopted.discard(prefix)
+            self.want(changes)
 
     def open_gate(self) -> int:
         """All sources synced (or the stale timer fired): sweep what nobody wants. Returns the

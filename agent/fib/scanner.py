@@ -13,6 +13,12 @@ metrics: a metric change in progress, or one a crash left behind) are both repor
 the configured metric in `Dump.ours`, the others in `Dump.extra`; the reconciler decides which
 one it keeps. `dump_links()` / `dump_addresses()` work on a socket of their own when none is
 given (the address source, start-up).
+
+With nexthop objects (`settings.nexthop_objects == "on"`) `dump()` first dumps every nexthop
+object of the namespace (`dump_nexthops`), decodes the routes with that dump's expansion (a
+route through an object gets the object's next hops) and reports the objects and the id each
+route of ours points at in `Dump.nexthops` / `Dump.nhid`. `nexthops_supported()` asks the
+kernel once whether it has nexthop objects at all (an RTM_GETNEXTHOP dump; Linux >= 5.3).
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from . import codec
 from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder
 from .encoder import encode_dump_request
 from .ifaces import decode_address, decode_link
+from .nhcodec import RTM_NEWNEXTHOP, decode_nexthop, encode_nh_dump_request
+from .nhg import expand_all
 from .nlsock import DEFAULT_BUFFER, DUMP_TIMEOUT, NlSocket, dump
-from .types import Dump, FibSettings, ForeignRoute, Link
+from .types import Dump, FibSettings, ForeignRoute, Link, NhObject
 
 if TYPE_CHECKING:  # links.LinkIndex.from_kernel() uses dump_links(): no import cycle
     from .links import LinkIndex, LinkSnapshot
@@ -67,6 +75,36 @@ def dump_addresses(sock: NlSocket | None = None) -> list[tuple[str, int, int]]:
     return _dump_objects(codec.RTM_GETADDR, codec.RTM_NEWADDR, decode_address, sock)
 
 
+def dump_nexthops(sock: NlSocket, name_of) -> dict[int, NhObject]:
+    """Every nexthop object of the namespace, by id (call inside `sock.owned()`)."""
+    for _attempt in range(3):
+        out: dict[int, NhObject] = {}
+
+        def on_message(mtype, buf, off, end):
+            if mtype == RTM_NEWNEXTHOP:
+                obj = decode_nexthop(buf, off, end, name_of)
+                if obj is not None:
+                    out[obj.id] = obj
+
+        seq = sock.seq.take()
+        if dump(sock, encode_nh_dump_request(seq), seq, on_message):
+            break
+    return out
+
+
+def nexthops_supported() -> bool:
+    """Whether this kernel has nexthop objects (a nexthop dump is answered)."""
+    sock = NlSocket("scan", buffer=1 << 20)
+    try:
+        with sock.owned():
+            dump_nexthops(sock, {})
+        return True
+    except OSError:  # EOPNOTSUPP / EINVAL from a kernel without them
+        return False
+    finally:
+        sock.close()
+
+
 class NetlinkScanner:
     """Link and route dumps for one FibSettings (see module doc)."""
 
@@ -96,17 +134,24 @@ class NetlinkScanner:
         self._sync_links()
         with self.sock.owned():
             for _attempt in range(3):
+                nh = None
+                if self.settings.nexthop_objects == "on":
+                    nh = dump_nexthops(self.sock, self._snapshot.name_of)
+                    self.decoder.nh_of = expand_all(nh)
+                    self.decoder.invalidate()
                 ours: dict = {}
                 extra: dict = {}
+                nhid: dict = {}
                 foreign: list[ForeignRoute] = []
-                consistent = all(self._dump_family(f, ours, extra, foreign)
+                consistent = all(self._dump_family(f, ours, extra, foreign, nhid)
                                  for f in (socket.AF_INET, socket.AF_INET6))
                 if consistent:
                     break
-        return Dump(ours, foreign, extra)
+        return Dump(ours, foreign, extra, nh, nhid)
 
-    def _dump_family(self, family: int, ours: dict, extra: dict, foreign: list) -> bool:
-        route = self.decoder.route
+    def _dump_family(self, family: int, ours: dict, extra: dict, foreign: list, nhid: dict) -> bool:
+        decoder = self.decoder
+        route = decoder.route
         protocol, metric = self.settings.protocol, self.settings.metric
 
         def on_message(mtype, buf, off, end):
@@ -124,6 +169,10 @@ class NetlinkScanner:
                         return
                     extra[prefix] = extra.get(prefix, ()) + (old,)
                 ours[prefix] = kroute
+                if decoder.last_nhid:
+                    nhid[prefix] = decoder.last_nhid
+                else:
+                    nhid.pop(prefix, None)
             else:
                 foreign.append(ForeignRoute(prefix, proto, kroute.metric, kroute.type, kroute.nexthops))
 

@@ -48,6 +48,8 @@ class FibSettings:
     table: int = RT_TABLE_MAIN
     protocol: int = DEFAULT_PROTOCOL
     metric: int = DEFAULT_METRIC
+    # kernel nexthop objects (`agent.fib.nhg`): "off", "on", or "auto" (on where the kernel has them)
+    nexthop_objects: str = "off"
 
 
 class OpKind(enum.Enum):
@@ -63,6 +65,64 @@ class Op(NamedTuple):
     kind: OpKind
     prefix: Prefix
     route: KernelRoute  # metric always filled in (never None)
+
+
+class NhOp(NamedTuple):
+    """One write of a kernel nexthop object of ours (`agent.fib.nhg`). A single next hop has
+    `family` 4 or 6 and `hop`; a group has `family` 0 and `members` ((id, weight), ...).
+    `carries`: the route ops an in-place group replace stands for (they succeed or fail with it)."""
+
+    kind: OpKind
+    id: int
+    family: int = 0
+    hop: NextHop | None = None
+    members: tuple[tuple[int, int], ...] = ()
+    carries: tuple[Op, ...] = ()
+
+
+class NhRouteOp(NamedTuple):
+    """A route write that points the route at nexthop object `nhid` (RTA_NH_ID) instead of
+    carrying its next hops; `op` is the reconciler's op it stands for."""
+
+    op: Op
+    nhid: int
+
+    @property
+    def kind(self) -> OpKind:
+        return self.op.kind
+
+    @property
+    def prefix(self) -> Prefix:
+        return self.op.prefix
+
+    @property
+    def route(self) -> KernelRoute:
+        return self.op.route
+
+
+@dataclass(frozen=True, slots=True)
+class NhObject:
+    """A kernel nexthop object as dumped: a single next hop (`hop`, `family` 4/6) or a group
+    (`members`: (id, weight) pairs, `family` 0)."""
+
+    id: int
+    protocol: int
+    family: int = 0
+    hop: NextHop | None = None
+    members: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def is_group(self) -> bool:
+        return bool(self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class NhEvent:
+    """RTM_NEWNEXTHOP / RTM_DELNEXTHOP seen by the monitor (not caused by our own writer)."""
+
+    deleted: bool
+    id: int
+    protocol: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +157,10 @@ class Dump:
     # further routes of ours on a prefix of `ours` (other metrics): a metric change in progress,
     # or a leftover of one; the reconciler keeps the one it wants and deletes the others
     extra: dict[Prefix, tuple[KernelRoute, ...]] = field(default_factory=dict)
+    # with nexthop objects: every nexthop object in the namespace (ours and foreign), and the
+    # nexthop id each route of ours in `ours` points at
+    nexthops: dict[int, NhObject] | None = None
+    nhid: dict[Prefix, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,13 @@ Checks, in this order (the first that hits decides; each has its `Reason`):
    connected and local routes stay more specific, and the ToR commonly re-advertises the subnet.
    An address given without a length (or on a /32 loopback) only protects its host route.
 6. ``NEXT_HOP_IS_NODE``: the next hop is one of the node's addresses (a loop, typically our own
-   route reflected back by a route reflector with an unchanged next hop).
+   route reflected back by a route reflector with an unchanged next hop; the session's own local
+   address is one of them). ``BAD_NEXT_HOP``: the next hop is no address a route can forward to:
+   unspecified (``0.0.0.0``, ``::``), ``0.0.0.0/8``, loopback, multicast, ``240.0.0.0/4`` and the
+   limited broadcast, v4-mapped IPv6, or not an address at all (`BAD_NEXT_HOPS`). A peer sending
+   these is broken or hostile; installing ``via 0.0.0.0`` would make a device route of it.
+   IPv4 link-local (``169.254.0.0/16``: RFC 5549 unnumbered set-ups use ``169.254.0.1``) and IPv6
+   link-local next hops are allowed (the latter are bound to the session's interface).
 7. ``INSIDE_CLUSTER_PREFIX``: strictly inside a prefix of another node of the cluster (its pod
    CIDRs, `Guard.set_cluster`). The route for another node's pod CIDR itself is how native
    routing reaches that node's pods and is accepted; a more specific one would steal part of them.
@@ -38,7 +44,8 @@ Checks, in this order (the first that hits decides; each has its `Reason`):
    aggregates (a cluster-wide /16 over our /24, or a corporate 10.0.0.0/8) is opted in per peer.
 
 Lookups are O(distinct lengths) set probes and O(log n) bisects on `agent.policy.PrefixIndex`:
-the guard costs about a microsecond per route. `check` is pure and returns None (pass) or a shared
+the guard costs about a microsecond per route. The next-hop checks are one dict probe: the verdict
+per next-hop text is cached (a table has few distinct next hops). `check` is pure and returns None (pass) or a shared
 `Verdict` (``policy="guard"``, ``statement`` = the protected prefix, node address or martian block
 that matched); the import stage counts rejections per peer, family and reason.
 """
@@ -71,6 +78,12 @@ def _first_octets(prefixes) -> frozenset[int]:
     return frozenset(out)
 
 
+# next hops no route can use (see the module doc, check 6)
+BAD_NEXT_HOPS: tuple[str, ...] = (
+    "0.0.0.0/8", "127.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4",
+    "::/128", "::1/128", "::ffff:0:0/96", "ff00::/8",
+)
+_BAD_NEXT_HOPS = tuple(ipaddress.ip_network(n) for n in BAD_NEXT_HOPS)
 _MARTIAN_OCTETS4 = _first_octets(MARTIANS)
 _V6_TAG = 1 << 16
 
@@ -90,7 +103,7 @@ class Guard:
     """Rejects routes that would hijack the node's own prefixes or addresses (see module doc)."""
 
     __slots__ = ("_protected", "_cluster", "_martians", "_node_hosts", "_node_len", "_node_texts", "_verdicts",
-                 "_buckets")
+                 "_buckets", "_hops")
 
     def __init__(self, protected: Iterable[Prefix | str] = (), node_addresses: Iterable[str] = ()):
         self._martians = PrefixIndex(MARTIANS)
@@ -101,6 +114,7 @@ class Guard:
         self._node_len: dict[Prefix, int] = {}
         self._node_texts: frozenset[str] = frozenset()
         self._buckets: frozenset[int] = frozenset()
+        self._hops: dict[str | None, Verdict | None] = {}  # next-hop text -> its verdict (cache)
         self.set_protected(protected)
         self.set_node_addresses(node_addresses)
 
@@ -135,6 +149,7 @@ class Guard:
         self._node_len = lengths
         self._node_hosts = PrefixIndex(lengths)
         self._node_texts = frozenset(texts)
+        self._hops = {}
         self._verdicts.clear()
         self._rebucket()
 
@@ -178,9 +193,8 @@ class Guard:
                 hit = self._martians.covering(prefix)
                 if hit is not None:
                     return self._verdict(Reason.MARTIAN, hit)
-            if nexthop in self._node_texts:
-                return self._verdict(Reason.NEXT_HOP_IS_NODE, nexthop)  # type: ignore[arg-type]
-            return None
+            hops = self._hops
+            return hops[nexthop] if nexthop in hops else self._check_hop(nexthop)
         own = self._protected
         if plen == 0:
             if not allow_default:
@@ -206,13 +220,32 @@ class Guard:
                 hit = self._cluster.covering(prefix, strict=True)
                 if hit is not None:
                     return self._verdict(Reason.INSIDE_CLUSTER_PREFIX, hit)
-        if nexthop in self._node_texts:
-            return self._verdict(Reason.NEXT_HOP_IS_NODE, nexthop)  # type: ignore[arg-type]
+        hops = self._hops
+        hop = hops[nexthop] if nexthop in hops else self._check_hop(nexthop)
+        if hop is not None:
+            return hop
         if own and plen and not allow_covering:
             hit = own.first_inside(prefix, strict=True)
             if hit is not None:
                 return self._verdict(Reason.COVERS_OWN, hit)
         return None
+
+    def _check_hop(self, nexthop: str | None) -> Verdict | None:
+        """The next-hop checks (node address, `BAD_NEXT_HOPS`), cached per next-hop text."""
+        verdict = None
+        if nexthop in self._node_texts:
+            verdict = self._verdict(Reason.NEXT_HOP_IS_NODE, nexthop)  # type: ignore[arg-type]
+        elif nexthop:
+            try:
+                addr = ipaddress.ip_address(nexthop.partition("%")[0])
+            except ValueError:
+                addr = None
+            if addr is None or any(addr in net for net in _BAD_NEXT_HOPS if net.version == addr.version):
+                verdict = self._verdict(Reason.BAD_NEXT_HOP, nexthop)
+        if len(self._hops) >= 4096:
+            self._hops = {}
+        self._hops[nexthop] = verdict
+        return verdict
 
     def _verdict(self, reason: Reason, what: Prefix | str) -> Verdict:
         key = (reason, what if isinstance(what, str) else int(what))
@@ -221,7 +254,7 @@ class Guard:
             if reason is Reason.NODE_ADDRESS:
                 host = Prefix(what)  # type: ignore[arg-type]
                 text = f"node address {host.network.network_address}/{self._node_len.get(host, host.bits)}"
-            elif reason is Reason.NEXT_HOP_IS_NODE:
+            elif reason is Reason.NEXT_HOP_IS_NODE or reason is Reason.BAD_NEXT_HOP:
                 text = f"next hop {what}"
             else:
                 text = str(what)

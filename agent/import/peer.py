@@ -4,16 +4,18 @@ its routes.
 DOC: owned by `stage.ImportStage` (one instance per configured peer). `PeerState.candidate` turns
 an accepted route into the RIB `Candidate` (step 4 of the import stage, see `stage`): origin
 ``ebgp/PEER`` or ``ibgp/PEER``, distance, next hop (with the peer's device for an IPv6
-link-local next hop) and `BgpAttrs` with the policy's modifications. Candidates are interned and
-the last one is reused while the attributes object, the modifications and the next hop stay the
-same, so a table of shared attributes builds a handful of candidates.
+link-local next hop) and `BgpAttrs` with the policy's modifications. One candidate is built per
+(attributes object, modifications, next hop) and reused from a bounded cache keyed by identity:
+the codec gives equal attribute sets the same object, so a table of shared attributes builds one
+candidate per attribute set, and a table of distinct ones hashes no attribute set here.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..core.model import (
@@ -34,6 +36,9 @@ from ..policy.verdict import Modifications, Verdict
 from .maxprefix import MaxPrefixLimit
 
 _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
+CANDIDATE_CACHE = 1 << 16  # cached candidates per peer (cleared when full)
+_candidate = partial(tuple.__new__, Candidate)  # named tuples without their Python-level __new__
+_bgp_attrs = partial(tuple.__new__, BgpAttrs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +68,7 @@ class PeerState:
     last candidate built (reused while attributes, modifications and next hop stay the same)."""
 
     __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
-                 "key4", "key6", "rejected_kept", "last", "base", "hops", "max_verdicts", "loop",
+                 "key4", "key6", "rejected_kept", "cands", "base", "hops", "max_verdicts", "loop",
                  "loop_verdict", "unkept")
 
     def __init__(self, settings: ImportPeer) -> None:
@@ -80,7 +85,9 @@ class PeerState:
         self.key6 = (settings.address, 6)
         self.rejected_kept = 0
         self.unkept = [0, 0]  # v4, v6: rejections this session not kept (beyond keep_rejected)
-        self.last: tuple[Any, Modifications, Any, Candidate] | None = None
+        # (id(attrs), id(mods), next hop) -> (attrs, mods, candidate): the entry holds the objects
+        # whose ids are its key, so an id cannot be reused while the entry exists
+        self.cands: dict[tuple[int, int, Any], tuple[Any, Modifications, Candidate]] = {}
         self.base: tuple[Any, BgpAttrs] | None = None
         self.hops: dict[Any, tuple[NextHop, ...]] = {}
         self.max_verdicts: dict[int, Verdict] = {}
@@ -100,25 +107,31 @@ class PeerState:
         return hit
 
     def candidate(self, nexthop: str | None, attrs: Any, mods: Modifications) -> Candidate:
-        last = self.last
-        if last is not None and last[0] is attrs and last[1] is mods and last[2] == nexthop:
-            return last[3]
+        """The candidate for routes with these attributes, modifications and next hop: one object
+        per combination while it is cached (the codec gives equal attribute sets of one peer the
+        same object, so this shares candidates across UPDATEs without hashing attribute sets; a
+        candidate names its peer, so sharing across peers is impossible anyway)."""
+        key = (id(attrs), id(mods), nexthop)
+        hit = self.cands.get(key)
+        if hit is not None and hit[0] is attrs and hit[1] is mods:
+            return hit[2]
         bgp = self._base_attrs(attrs)
         if mods.changes_attrs:
             bgp = mods.apply(bgp)
         hops = self.hops.get(nexthop)
         if hops is None:
             hops = self._nexthops(nexthop)
-        cand = intern(Candidate(
-            self.origin,
-            self.distance if mods.distance is None else mods.distance,
-            hops,
-            RouteType.UNICAST,
-            intern(bgp),
-            mods.metric,
-        ))
-        self.last = (attrs, mods, nexthop, cand)
+        cand = _candidate((self.origin, self.distance if mods.distance is None else mods.distance, hops,
+                           RouteType.UNICAST, bgp, mods.metric))
+        if len(self.cands) >= CANDIDATE_CACHE:
+            self.cands.clear()
+        self.cands[key] = (attrs, mods, cand)
         return cand
+
+    def forget_candidates(self) -> None:
+        """Settings, policies or distances changed: build candidates anew."""
+        self.cands.clear()
+        self.base = None
 
     def _base_attrs(self, attrs: Any) -> BgpAttrs:
         base = self.base
@@ -128,22 +141,23 @@ class PeerState:
         if isinstance(attrs, BgpAttrs):
             bgp = attrs
             if s.ebgp and bgp.local_pref != 100:
-                bgp = replace(bgp, local_pref=100)
+                bgp = bgp._replace(local_pref=100)
         else:
             local_pref = getattr(attrs, "local_pref", None)
             med = getattr(attrs, "med", None)
-            bgp = BgpAttrs(
-                peer_address=s.address,
-                peer_as=s.asn,
-                router_id=getattr(attrs, "router_id", None) or s.router_id or s.address,
-                ebgp=s.ebgp,
-                local_pref=100 if s.ebgp or local_pref is None else local_pref,
-                as_path=tuple(getattr(attrs, "as_path", ())),
-                origin=BgpOrigin(getattr(attrs, "origin", BgpOrigin.IGP)),
-                med=0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                communities=tuple(getattr(attrs, "communities", ())),
-                large_communities=tuple(getattr(attrs, "large_communities", ())),
-            )
+            origin = getattr(attrs, "origin", BgpOrigin.IGP)
+            bgp = _bgp_attrs((
+                s.address,
+                s.asn,
+                getattr(attrs, "router_id", None) or s.router_id or s.address,
+                s.ebgp,
+                100 if s.ebgp or local_pref is None else local_pref,
+                tuple(getattr(attrs, "as_path", ())),
+                origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
+                0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
+                tuple(getattr(attrs, "communities", ())),
+                tuple(getattr(attrs, "large_communities", ())),
+            ))
         self.base = (attrs, bgp)
         return bgp
 

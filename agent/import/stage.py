@@ -28,7 +28,7 @@ For each received route (`receive`):
    eBGP is reset to 100 first: RFC 4271 says to ignore it); the kernel metric of
    ``setKernelMetric``. Attributes may be a `BgpAttrs` or the speaker's received-attributes record
    (same field names; absent LOCAL_PREF -> 100, absent MED -> 0, router id from `set_router_id`).
-   Candidates are interned, and the last one built per peer is reused while
+   One candidate is built per attribute set (`peer.PeerState.candidate`) and reused while
    the attributes object, the modifications and the next hop stay the same (the codec shares one
    attributes object between the prefixes of an UPDATE), so a 100k-prefix table of shared
    attributes builds a handful of candidates.
@@ -53,7 +53,7 @@ re-evaluate routes already received: the caller re-feeds them (adj-RIB-in or rou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
@@ -125,7 +125,7 @@ class ImportStage:
         else:
             peer = old
             peer.settings = settings
-            peer.last = peer.base = None
+            peer.forget_candidates()
             peer.hops.clear()
             peer.max_verdicts.clear()
         self._bind(peer)
@@ -140,13 +140,13 @@ class ImportStage:
         """Replace the compiled policies (built-ins included) and re-bind every peer."""
         self._policies = dict(policies)
         for peer in self._peers.values():
-            peer.last = None
+            peer.forget_candidates()
             self._bind(peer)
 
     def set_distances(self, distances: Mapping[SourceKind, int]) -> None:
         self._distances = dict(distances)
         for peer in self._peers.values():
-            peer.last = None
+            peer.forget_candidates()
             self._bind(peer)
 
     def _bind(self, peer: PeerState) -> None:
@@ -170,7 +170,7 @@ class ImportStage:
         st = self._peers[peer]
         if st.settings.router_id != router_id:
             st.settings = replace(st.settings, router_id=router_id)
-            st.last = st.base = None
+            st.forget_candidates()
 
     def origin(self, peer: str) -> Origin:
         """The RIB origin of `peer`'s routes (``ebgp/ADDRESS`` or ``ibgp/ADDRESS``)."""
@@ -189,52 +189,91 @@ class ImportStage:
 
     def receive(self, peer: str, prefix: Prefix, nexthop: str | None, attrs: Any) -> ImportResult:
         """One announced route of `peer` (KeyError for an unknown peer)."""
-        st = self._peers[peer]
-        v6 = prefix & V6_FLAG
-        key = st.key6 if v6 else st.key4
-        self.received[key] = self.received.get(key, 0) + 1
-        s = st.settings
-        verdict = self.guard.check(prefix, nexthop, allow_default=s.allow_default,
-                                   allow_covering=s.allow_covering)
-        if verdict is None:
-            if st.looped(attrs):
-                verdict = st.loop_verdict
-            else:
-                bound = st.bound
-                verdict = st.fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)  # type: ignore[assignment]
-        old = st.verdicts.get(prefix)
-        was_accepted = old is not None and old.accepted
-        decision = _OK
-        if verdict.accepted:
-            if not was_accepted:
-                decision = self.maxprefix.admit(peer, 6 if v6 else 4)
-                if decision is _DISCARD or decision is _TEARDOWN:
-                    verdict = self._max_verdict(st, 6 if v6 else 4)
-        elif was_accepted:
-            self.maxprefix.release(peer, 6 if v6 else 4)
+        updates: list[Update] = []
+        decision, verdict = self.receive_batch(peer, (prefix,), nexthop, attrs, updates)
+        return _result((verdict, updates[0] if updates else None, decision))
 
-        base = 2 if v6 else 0
-        if old is not None:
-            st.held[base + old.accepted] -= 1
-            if not old.accepted:
-                st.rejected_kept -= 1
-        if verdict.accepted:
-            st.verdicts[prefix] = verdict
-            st.held[base + 1] += 1
-            self.accepted[key] = self.accepted.get(key, 0) + 1
-            cand = st.candidate(nexthop, attrs, verdict.mods)
-            return _result((verdict, _update((prefix, st.origin, cand)), decision))
-        rkey = (peer, 6 if v6 else 4, verdict.reason)
-        self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
-        if st.rejected_kept < self.keep_rejected:
-            st.verdicts[prefix] = verdict
-            st.held[base] += 1
-            st.rejected_kept += 1
-        else:
-            st.unkept[1 if v6 else 0] += 1
+    def receive_batch(self, peer: str, prefixes: Sequence[Prefix], nexthop: str | None, attrs: Any,
+                      out: list[Update], stale: set[Prefix] | None = None) -> tuple[MaxPrefixDecision, Verdict]:
+        """Prefixes of `peer` of one family announced with one next hop and one attribute set (one
+        UPDATE): append the RIB updates to `out`; return the max-prefix decision the caller must act
+        on (TEARDOWN if any, else the first other one) and the last prefix's verdict.
+
+        The guard runs per prefix; the AS-path loop check, the policy (unless it has a prefix
+        condition) and the candidate run once per batch. `stale` is the peer's set of stale
+        prefixes (graceful restart): a re-announced one leaves it, and one that is now rejected is
+        withdrawn (the stage forgot it when the session went down)."""
+        st = self._peers[peer]
+        s = st.settings
+        guard, allow_default, allow_covering = self.guard.check, s.allow_default, s.allow_covering
+        admit, release = self.maxprefix.admit, self.maxprefix.release
+        verdicts, held, origin = st.verdicts, st.held, st.origin
+        fam = 6 if prefixes and prefixes[0] & V6_FLAG else 4
+        base = 2 if fam == 6 else 0
+        bound = st.bound
+        shared = st.loop_verdict if st.looped(attrs) else (st.fixed if bound is None else None)
+        per_prefix = shared is None and bound.reads_prefix  # type: ignore[union-attr]
+        cand = mods = None
+        accepted = 0
+        rejected: dict[Reason, int] = {}
+        decision = _OK
+        verdict = shared
+        for prefix in prefixes:
+            verdict = guard(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering)
+            if verdict is None:
+                if shared is not None:
+                    verdict = shared
+                elif per_prefix:
+                    verdict = bound.evaluate(prefix, nexthop, attrs)  # type: ignore[union-attr]
+                else:
+                    verdict = shared = bound.evaluate(prefix, nexthop, attrs)  # type: ignore[union-attr]
+            was_stale = bool(stale) and prefix in stale  # type: ignore[operator]
+            if was_stale:
+                stale.discard(prefix)  # type: ignore[union-attr]
+            old = verdicts.get(prefix)
+            was_accepted = old is not None and old.accepted
+            if verdict.accepted:
+                if not was_accepted:
+                    d = admit(peer, fam)
+                    if d is not _OK:
+                        if decision is _OK or d is _TEARDOWN:
+                            decision = d
+                        if d is _DISCARD or d is _TEARDOWN:
+                            verdict = self._max_verdict(st, fam)
+            elif was_accepted:
+                release(peer, fam)
             if old is not None:
-                del st.verdicts[prefix]
-        return ImportResult(verdict, Update(prefix, st.origin, None) if was_accepted else None, decision)
+                held[base + old.accepted] -= 1
+                if not old.accepted:
+                    st.rejected_kept -= 1
+            if verdict.accepted:
+                verdicts[prefix] = verdict
+                held[base + 1] += 1
+                accepted += 1
+                if cand is None or verdict.mods is not mods:
+                    mods = verdict.mods
+                    cand = st.candidate(nexthop, attrs, mods)
+                out.append(_update((prefix, origin, cand)))
+                continue
+            rejected[verdict.reason] = rejected.get(verdict.reason, 0) + 1
+            if st.rejected_kept < self.keep_rejected:
+                verdicts[prefix] = verdict
+                held[base] += 1
+                st.rejected_kept += 1
+            else:
+                st.unkept[base >> 1] += 1
+                if old is not None:
+                    del verdicts[prefix]
+            if was_accepted or was_stale:
+                out.append(_update((prefix, origin, None)))
+        key = st.key6 if fam == 6 else st.key4
+        self.received[key] = self.received.get(key, 0) + len(prefixes)
+        if accepted:
+            self.accepted[key] = self.accepted.get(key, 0) + accepted
+        for reason, n in rejected.items():
+            rkey = (peer, fam, reason)
+            self.rejected[rkey] = self.rejected.get(rkey, 0) + n
+        return decision, verdict  # type: ignore[return-value]
 
     def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
         """`peer` withdrew `prefix`: the RIB withdraw to forward, or None if it was not accepted."""
@@ -284,7 +323,7 @@ class ImportStage:
             st.held = [0, 0, 0, 0]
             st.rejected_kept = 0
             st.unkept = [0, 0]
-            st.last = st.base = None
+            st.forget_candidates()
         self.maxprefix.session_down(peer, now)
 
     def evaluate(self, peer: str, prefix: Prefix, nexthop: str | None, attrs: Any) -> Verdict:

@@ -28,6 +28,9 @@ def _bounded(cache: dict) -> None:
         cache.clear()
 
 
+PREFIX_SET = "prefix_set"  # the name of the one condition that reads the prefix
+
+
 def prefix_set_condition(pset: PrefixSet) -> Condition:
     match = pset.match
 

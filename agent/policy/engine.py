@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.model import Prefix
 from .conditions import (
+    PREFIX_SET,
     Condition,
     as_path_contains,
     as_path_regex,
@@ -171,7 +172,7 @@ class CompiledPolicy:
 class BoundPolicy:
     """A policy specialised for one peer. `evaluate` is the hot path."""
 
-    __slots__ = ("policy", "peer", "_steps", "_default", "_merged", "_accepts")
+    __slots__ = ("policy", "peer", "_steps", "_default", "_merged", "_accepts", "reads_prefix")
 
     def __init__(self, policy: CompiledPolicy, peer: PeerInfo):
         self.policy = policy
@@ -191,6 +192,9 @@ class BoundPolicy:
                 verdict = None
             steps.append((conds, s.result, s.mods, verdict, s.index))
         self._steps = tuple(steps)
+        # Only prefix-set conditions read the prefix: without one, every prefix of one UPDATE
+        # (one attribute set, one next hop) gets the same verdict (the import stage's batches)
+        self.reads_prefix = any(getattr(c, "__name__", "") == PREFIX_SET for conds, *_ in steps for c in conds)
         self._default = shared_verdict(
             policy.default_accept, "default",
             Reason.DEFAULT_ACCEPT if policy.default_accept else Reason.DEFAULT_REJECT,

@@ -9,7 +9,7 @@ shared objects (`shared_verdict`), so a stage may keep one per route at the cost
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import BgpAttrs
@@ -36,6 +36,7 @@ class Reason(str, enum.Enum):
     COVERS_OWN = "covers_own"
     NODE_ADDRESS = "node_address"
     NEXT_HOP_IS_NODE = "next_hop_is_node"
+    BAD_NEXT_HOP = "bad_next_hop"  # unspecified, loopback, multicast, broadcast, 0.0.0.0/8, 240/4
     DEFAULT_ROUTE = "default_route"
     MARTIAN = "martian"
     MAX_PREFIX = "max_prefix"
@@ -62,6 +63,8 @@ _DESCRIPTIONS = {
     Reason.COVERS_OWN: "covers a prefix of this node (allowCovering not set on the peer)",
     Reason.NODE_ADDRESS: "captures an address of this node (host route or longer than its subnet)",
     Reason.NEXT_HOP_IS_NODE: "the next hop is an address of this node",
+    Reason.BAD_NEXT_HOP: "the next hop is no unicast address a route can use (unspecified, "
+                         "loopback, multicast, broadcast, reserved)",
     Reason.DEFAULT_ROUTE: "default route from a peer not allowed to send defaults",
     Reason.INSIDE_CLUSTER_PREFIX: "inside another node's pod CIDR (only the CIDR itself is accepted)",
     Reason.MARTIAN: "martian prefix (loopback, link-local, multicast ...)",
@@ -122,7 +125,7 @@ class Modifications:
             merged = _merge(attrs.large_communities, self.add_large_communities)
             if merged != attrs.large_communities:
                 changes["large_communities"] = merged
-        return replace(attrs, **changes) if changes else attrs
+        return attrs._replace(**changes) if changes else attrs
 
     @property
     def changes_attrs(self) -> bool:

@@ -21,7 +21,17 @@ Sessions and graceful restart (RFC 4724, helper side):
   stale time, whatever was negotiated: the peers did not go anywhere.
 These are decided from those events, never from ExaBGP's free-text reasons.
 End-of-RIB from a peer also reports the peer as synced (`BgpOutput.synced`), which the agent's
-restart gate waits for.
+restart gate waits for. Only a peer whose OPEN carried the graceful-restart capability promised
+one (RFC 4724 section 3: a speaker announces the capability, even without any family, to say it
+will send End-of-RIB; BIRD without graceful restart and GoBGP send none). For a peer without it,
+its first KEEPALIVE after the session came up stands for End-of-RIB of every family (an implicit
+End-of-RIB, as FRR's update-delay takes it): KEEPALIVEs and UPDATEs arrive in the order sent,
+and a peer sends its first KEEPALIVE a keepalive interval (hold time / 3) after its last message,
+i.e. after its initial UPDATEs (BIRD restarts that timer with every message it sends).
+
+Explicit withdrawals of routes the peer announced in this session are listed in
+`BgpOutput.withdrawn`: the restart gate holds routes adopted from before the restart, never what
+the peer says now, so the agent applies them at once (`FibState.release`).
 
 The import stage (guard, policy, max-prefix, candidates) is `agent/import/stage.py`; this module
 only routes events to it and keeps the per-peer session state.
@@ -36,6 +46,7 @@ from ..core.model import Prefix, Update
 from ..core.bgp import (
     EndOfRib,
     Family,
+    Keepalive,
     Notification,
     Open,
     PeerState,
@@ -58,6 +69,7 @@ class BgpOutput:
     updates: list[Update] = field(default_factory=list)
     commands: list[tuple[str, str]] = field(default_factory=list)  # (peer, "teardown") ...
     synced: list[str] = field(default_factory=list)
+    withdrawn: list[Prefix] = field(default_factory=list)  # explicit withdrawals of this session's routes
     timers: list[tuple[float, str]] = field(default_factory=list)  # (seconds, peer): stale timer
     logs: list[str] = field(default_factory=list)
 
@@ -68,6 +80,7 @@ class PeerSession:
     state: PeerStatus = PeerStatus.DOWN
     since: float = 0.0
     gr_time: int | None = None  # from the peer's OPEN; None: no graceful restart
+    eor_promised: bool = True  # the peer's OPEN had the GR capability: it sends End-of-RIB
     eor: set[Family] = field(default_factory=set)
     stale: set[Prefix] = field(default_factory=set)
     stale_until: float | None = None
@@ -106,6 +119,11 @@ class BgpSource:
             self._update(ev, out)
         elif isinstance(ev, EndOfRib):
             self._eor(ev, out)
+        elif isinstance(ev, Keepalive):
+            s = self.sessions.get(ev.peer)
+            if s is not None and not s.eor_promised and s.state == PeerStatus.UP \
+                    and not set(s.settings.families) <= s.eor:  # the first one: implicit End-of-RIB
+                self._synced(s, set(s.settings.families), out)
         elif isinstance(ev, PeerState):
             self._state(ev, now, out)
         elif isinstance(ev, Open):
@@ -113,6 +131,7 @@ class BgpSource:
             if s is not None:
                 gr = ev.graceful_restart
                 s.gr_time = gr.time if gr is not None and s.settings.graceful_restart else None
+                s.eor_promised = gr is not None
         elif isinstance(ev, Notification):
             s = self.sessions.get(ev.peer)
             if s is not None:
@@ -139,16 +158,17 @@ class BgpSource:
             s.stale.discard(prefix)
             if u is not None:
                 out.updates.append(u)
-        for prefix, next_hop, attrs, _link_local in ev.announced:
-            was_stale = False
-            if s.stale and prefix in s.stale:
-                s.stale.discard(prefix)
-                was_stale = True
-            _verdict, update, decision = stage.receive(ev.peer, prefix, next_hop, attrs)
-            if update is not None:
-                out.updates.append(update)
-            elif was_stale:  # re-announced but now rejected: the stale route must go
-                out.updates.append(Update(prefix, stage.origin(ev.peer), None))
+                out.withdrawn.append(prefix)
+        announced = ev.announced
+        i, n = 0, len(announced)
+        while i < n:  # runs sharing one next hop and attribute set (a whole UPDATE, usually)
+            _prefix, next_hop, attrs, _link_local = announced[i]
+            j = i + 1
+            while j < n and announced[j][2] is attrs and announced[j][1] == next_hop:
+                j += 1
+            decision, _verdict = stage.receive_batch(ev.peer, [a[0] for a in announced[i:j]], next_hop,
+                                                     attrs, out.updates, s.stale)
+            i = j
             if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
                 if decision == "teardown":
                     s.ended = True
@@ -159,14 +179,18 @@ class BgpSource:
 
     def _eor(self, ev: EndOfRib, out: BgpOutput) -> None:
         s = self.sessions.get(ev.peer)
-        if s is None:
-            return
-        s.eor.add(ev.family)
+        if s is not None:
+            self._synced(s, {ev.family}, out)
+
+    def _synced(self, s: PeerSession, families: set[Family], out: BgpOutput) -> None:
+        """End-of-RIB (explicit, or implicit: every family) for `families`: once every family
+        of the session has had one, sweep the stale routes and report the peer synced."""
+        s.eor |= families
         if set(s.settings.families) <= s.eor:
             self._sweep(s, out)
             if not s.synced:
                 s.synced = True
-                out.synced.append(ev.peer)
+                out.synced.append(s.settings.address)
 
     def _state(self, ev: PeerState, now: float, out: BgpOutput) -> None:
         s = self.sessions.get(ev.peer)

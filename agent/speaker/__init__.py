@@ -7,7 +7,9 @@ never stop draining ExaBGP's output). ExaBGP runs from the configuration `exabgp
 writes for the `BgpPeer` objects (`agent.config.bgp`); `codec.Decoder` turns its JSON API output
 into the events of `agent.core.bgp`, and `encoder.encode` turns the commands of `agent.core.bgp`
 (`AnnounceRoute`, `WithdrawRoute`, `AnnounceEor`, `Teardown`, `RequestRouteRefresh`) into ExaBGP
-API lines. `relay` is the API helper ExaBGP runs.
+API lines. `relay` is the API helper ExaBGP runs. ExaBGP itself is started through `launcher`
+(with `exabgp_patches`): two standalone files run by ExaBGP's interpreter that patch ExaBGP 5.0.15
+before its own entry point runs (raw UPDATEs, unpaced export, header errors, ``notify``).
 
 May import: `agent.config`, `agent.core` (layers below; see `.importlinter`).
 """

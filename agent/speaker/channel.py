@@ -24,6 +24,10 @@ connects to, whichever ExaBGP incarnation is on the other end:
   at once, possibly before earlier commands. So the writer sends such a command only when nothing
   is in flight, and each ack is matched to the oldest command in flight: the reader turns it into
   `CommandAck(command, ok)`.
+* waiting for one answer: `send_waiting(command)` queues like `send` and returns a future that
+  gets the command's ack (True/False), or False when the command is dropped (queue bound, a new
+  ExaBGP, ExaBGP gone) before it was answered (the speaker uses it to have a NOTIFICATION out
+  before a reload removes a peer).
 * the reader (`read(reader)`) always drains the socket (ExaBGP's reactor freezes when its API pipe
   is not read, so the reader never waits for the consumer), decodes every line
   (`codec.Decoder`), keeps the last state of every peer (`peer_states`) and hands every event to
@@ -79,6 +83,7 @@ class ApiChannel:
         self.peer_states: dict[str, PeerStatus] = {}
         self._queue: collections.deque[tuple[Command | str, str]] = collections.deque()
         self._in_flight: collections.deque[Command | str] = collections.deque()
+        self._waiters: dict[int, tuple[Command | str, asyncio.Future]] = {}  # id(command) ->
         self._wake = asyncio.Event()
         self._empty = asyncio.Event()  # nothing queued (written or dropped)
         self._empty.set()
@@ -95,10 +100,28 @@ class ApiChannel:
             self.dropped += len(dropped)
             log.warning("speaker: %d commands queued for ExaBGP (the bound): dropped, to be planned "
                         "again", len(dropped))
+            self._answer_waiters(dropped, False)
             self.put(CommandsDropped(dropped, "queue full"))
         self._queue.append((command, text))
         self._empty.clear()
         self._wake.set()
+
+    def send_waiting(self, command: Command | str) -> asyncio.Future:
+        """`send` `command` and return a future of its ack (False also when it is dropped unanswered)."""
+        fut = asyncio.get_running_loop().create_future()
+        self.send(command)
+        self._waiters[id(command)] = (command, fut)
+        return fut
+
+    def _answer_waiters(self, commands, ok: bool) -> None:
+        if not self._waiters:
+            return
+        for command in commands:
+            entry = self._waiters.get(id(command))
+            if entry is not None and entry[0] is command:
+                del self._waiters[id(command)]
+                if not entry[1].done():
+                    entry[1].set_result(ok)
 
     @property
     def pending(self) -> int:
@@ -117,9 +140,11 @@ class ApiChannel:
     def connected(self, first: bool) -> None:
         """A new ExaBGP's helper connected. Unless it is the first: drop the commands queued
         for the previous one (the consumer plans again after `SpeakerRestarted`)."""
+        self._answer_waiters(self._in_flight, False)
         self._in_flight.clear()  # their answers died with the old connection
         if first or not self._queue:
             return
+        self._answer_waiters([c for c, _ in self._queue], False)
         kinds = collections.Counter(type(c).__name__ for c, _ in self._queue)
         self.dropped += len(self._queue)
         log.warning("speaker: dropped %d commands queued for the previous ExaBGP (%s)", len(self._queue),
@@ -184,13 +209,16 @@ class ApiChannel:
             self.unmatched_acks += 1
             log.warning("speaker: an ack from ExaBGP with no command in flight")
             return
-        self.put(CommandAck(self._in_flight.popleft(), ok))
+        command = self._in_flight.popleft()
+        self._answer_waiters((command,), ok)
+        self.put(CommandAck(command, ok))
         self._wake.set()  # room in the window, or the barrier lifted
 
     def peers_down(self, reason: str) -> None:
         """ExaBGP is gone: every peer whose session was connected or up is down (a dead ExaBGP says
         nothing itself). `SpeakerDown` comes first."""
         self.put(SpeakerDown(reason))
+        self._answer_waiters([*self._in_flight, *(c for c, _ in self._queue)], False)
         for peer, state in list(self.peer_states.items()):
             if state is not PeerStatus.DOWN:
                 self.peer_states[peer] = PeerStatus.DOWN

@@ -9,9 +9,12 @@ supervision policy of their own:
   changes our settings), the Unix socket path for the API helper (in a short temporary directory
   when the runtime path is too long for ``sun_path``), and a pid file used to kill an ExaBGP
   orphaned by a previous agent that was SIGKILLed;
-* `spawn`: ``INTERPRETER -m exabgp server CONF`` (ExaBGP 5's module entry point) in its own
-  session, with the parent-death signal set to SIGKILL so it never outlives the agent, output
-  and errors on one pipe;
+* `spawn`: ExaBGP through the launcher (`exabgp_argv`: ``INTERPRETER launcher.py --unpaced
+  [--raw-updates] -- exabgp server CONF``, see `agent.speaker.launcher`: ExaBGP 5.0.15's own
+  entry point after the agent's patches) in its own session, with the parent-death signal set to
+  SIGKILL so it never outlives the agent, output and errors on one pipe;
+* `check_exabgp`: whether the interpreter's ExaBGP is the one the launcher's patches are written
+  for (``launcher.py --check``), before a start in raw-UPDATE mode;
 * `LogPump`: reads that pipe line by line, logs it at debug level and keeps the last lines for
   the message when ExaBGP dies;
 * `exit_status`: a return code as text (``signal SIGKILL``, ``status 1``).
@@ -36,6 +39,7 @@ from pathlib import Path
 from .channel import READ_LIMIT
 
 log = logging.getLogger("agent.speaker")
+LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
 exabgp_log = logging.getLogger("agent.speaker.exabgp")
 
 _PR_SET_PDEATHSIG = 1
@@ -140,13 +144,35 @@ class RuntimeDir:
                 os.kill(pid, signal.SIGKILL)
 
 
+def exabgp_argv(interpreter: str, conf: str | os.PathLike, *, raw_updates: bool = False,
+                options: Sequence[str] = ()) -> list[str]:
+    """The argv that runs ExaBGP on `conf` through the launcher (unpaced API; raw UPDATEs if asked;
+    `options`: more launcher options, for benchmarks)."""
+    return [interpreter, LAUNCHER, "--unpaced", *(["--raw-updates"] if raw_updates else []), *options,
+            "--", "exabgp", "server", str(conf)]
+
+
+def check_exabgp(interpreter: str, raw_updates: bool) -> str | None:
+    """None when `interpreter` can run ExaBGP through the launcher in the requested mode; else the
+    launcher's one-line reason (a wrong ExaBGP version in raw mode, no ExaBGP at all, ...)."""
+    argv = [interpreter, LAUNCHER, "--check", *(["--raw-updates"] if raw_updates else [])]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot run {interpreter}: {exc}"
+    if r.returncode == 0:
+        return None
+    lines = (r.stderr or r.stdout).strip().splitlines()
+    return lines[-1] if lines else f"{interpreter} {LAUNCHER} --check: {exit_status(r.returncode)}"
+
+
 async def spawn(rundir: RuntimeDir, interpreter: str, env: Mapping[str, str],
-                wrapper: Sequence[str] = ()) -> asyncio.subprocess.Process:
+                wrapper: Sequence[str] = (), *, raw_updates: bool = False) -> asyncio.subprocess.Process:
     """Start ExaBGP on `rundir`'s configuration with ExaBGP settings `env` (and nothing from the
     agent's own ``exabgp*`` environment); records its pid."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("exabgp")}
     child_env.update(env, EXABGP_ENVFILE=str(rundir.write_env()), PYTHONUNBUFFERED="1")
-    argv = [*wrapper, interpreter, "-m", "exabgp", "server", str(rundir.conf)]
+    argv = [*wrapper, *exabgp_argv(interpreter, rundir.conf, raw_updates=raw_updates)]
     proc = await asyncio.create_subprocess_exec(
         *argv, env=child_env, cwd=str(rundir.path), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,

@@ -2,7 +2,7 @@
 
 DOC: `Decoder.decode(line)` turns one line written by ExaBGP 5 (``encoder json``) into a tuple of
 events (`agent.speaker.events`); most lines give exactly one, an UPDATE carrying two families
-gives two `RouteUpdate`s, lines of no interest (keepalives) give none. The plain lines ``done``
+gives two `RouteUpdate`s, lines of no interest give none. The plain lines ``done``
 and ``error`` (command acks, not JSON) become `Ack`. A line that cannot be understood raises
 `CodecError`.
 
@@ -10,7 +10,8 @@ What ExaBGP 5.0.15 writes (captured from a real BIRD 2 session in ``tests/data/e
 
 * every object has ``"type"``: ``update`` (UPDATE or End-of-RIB), ``state`` (connected, up,
   down with a reason), ``notification`` (with ``neighbor``: a NOTIFICATION; without: ExaBGP's own
-  shutdown notice), ``open``, ``refresh``, ``keepalive``; the neighbour is
+  shutdown notice), ``open``, ``refresh``, ``keepalive`` (received ones become `Keepalive`: the
+  implicit End-of-RIB of a peer without graceful restart); the neighbour is
   ``neighbor.address.peer``.
 * an UPDATE is ``message.update`` with ``attribute`` (origin, as-path as numbered segments, med,
   local-preference, community ``[[a, b]]``, large-community ``[[a, b, c]]``, extended-community,
@@ -59,6 +60,7 @@ from ..core.bgp import (
     Event,
     Family,
     GracefulRestart,
+    Keepalive,
     Notification,
     Open,
     PathAttrs,
@@ -81,7 +83,7 @@ _FAMILIES = {"ipv4 unicast": Family.IPV4_UNICAST, "ipv6 unicast": Family.IPV6_UN
 _SLASH_FAMILIES = {"ipv4/unicast": Family.IPV4_UNICAST, "ipv6/unicast": Family.IPV6_UNICAST}
 _STATES = {s.value: s for s in PeerStatus}
 _SENT = re.compile(r"notification sent \((\d+),(\d+)\)")
-_IGNORED_TYPES = frozenset({"keepalive", "fsm", "signal", "negotiated", "operational"})
+_IGNORED_TYPES = frozenset({"fsm", "signal", "negotiated", "operational"})
 
 
 def _is_link_local(address: str) -> bool:
@@ -130,6 +132,9 @@ class Decoder:
                 return self._open(obj)
             if kind == "refresh":
                 return self._refresh(obj)
+            if kind == "keepalive":
+                neighbor = obj["neighbor"]
+                return () if neighbor.get("direction", "receive") != "receive" else (Keepalive(self._peer(neighbor)),)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CodecError(f"cannot decode {kind} message: {exc!r}: {line[:300]!r}") from exc
         if kind in _IGNORED_TYPES:

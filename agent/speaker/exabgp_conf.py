@@ -9,8 +9,9 @@ One ``process`` (``encoder json``, ``respawn false``: a helper that dies takes E
 through the supervisor, which restarts both) and one ``neighbor`` block per peer:
 
 * ``api { processes [agent]; neighbor-changes; receive { parsed; update; notification; open;
-  refresh; } }``: JSON state changes, parsed UPDATEs (no raw packets), notifications, OPENs and
-  route refreshes. No ``negotiated``: ExaBGP would repeat the negotiated block in every UPDATE.
+  refresh; keepalive; } }``: JSON state changes, parsed UPDATEs (no raw packets), notifications,
+  OPENs, route refreshes and KEEPALIVEs (one per peer every hold time / 3: the implicit
+  End-of-RIB of a peer without graceful restart, `agent.sources.bgp`). No ``negotiated``: ExaBGP would repeat the negotiated block in every UPDATE.
 * ``manual-eor true``: after a restart ExaBGP must not send End-of-RIB before the agent has
   re-announced (the peer would flush the routes it kept for us under graceful restart).
 * ``adj-rib-in false`` (the agent keeps the routes; ExaBGP's copy costs 10x the memory);
@@ -25,6 +26,15 @@ through the supervisor, which restarts both) and one ``neighbor`` block per peer
 * ``md5-password`` written base64 with ``md5-base64 true`` (no quoting problem, whatever the
   characters), ``outgoing-ttl N`` for eBGP multihop (ExaBGP 5 sets it on outgoing and accepted
   sockets), ``hold-time``, ``local-address`` when given (else ExaBGP's auto discovery).
+* GTSM (``ttlSecurity: N``, RFC 5082): ``incoming-ttl 256-N`` and ``outgoing-ttl 255``. What
+  ExaBGP 5.0.15 does with them (``reactor/network/tcp.py``, ``outgoing.py``, ``listener.py``):
+  incoming-ttl becomes ``IP_MINTTL`` (IPv6: ``IPV6_MINHOPCOUNT``) on each connection it opens
+  and on the peer's own listening socket (``listen``, so passive peers), so the kernel drops
+  segments (the SYN included) that arrive with a lower TTL; outgoing-ttl is ``IP_TTL`` /
+  ``IPV6_UNICAST_HOPS`` on connections it opens and accepts (written explicitly: without it
+  5.0.15 also sends 255, older versions sent the minimum). Its shared listeners of
+  ``exabgp.tcp.bind`` get no minimum, hence the configuration refuses ttlSecurity with
+  BgpSpeaker listenAddresses (`agent.config.resolve`).
 
 The environment: no daemonising, no pid file, no privilege drop (``exabgp.daemon.user`` is the
 agent's own user: a setuid would also clear the parent-death signal that stops an orphaned
@@ -190,6 +200,8 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec
         out += ["    passive false;", f"    connect {spec.port};"]
     if spec.ebgp_multihop is not None:
         out.append(f"    outgoing-ttl {spec.ebgp_multihop};")
+    if spec.ttl_security is not None:  # GTSM: accept TTL >= 256 - hops, send 255 (RFC 5082 3)
+        out += [f"    incoming-ttl {256 - spec.ttl_security};", "    outgoing-ttl 255;"]
     if hold_key is not None:
         pass
     elif spec.md5_password_file is not None:
@@ -215,7 +227,7 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec
         "    api {",
         f"        processes [ {PROCESS_NAME} ];",
         "        neighbor-changes;",
-        "        receive { parsed; update; notification; open; refresh; }",
+        "        receive { parsed; update; notification; open; refresh; keepalive; }",
         "    }",
         "}",
     ]

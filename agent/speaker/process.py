@@ -26,8 +26,18 @@ again from its desired state.
 `stop()` sends SIGTERM and waits (then SIGKILL): ExaBGP closes its sessions without a
 NOTIFICATION, so graceful-restart peers keep our routes as stale until we come back.
 
+ExaBGP runs through the launcher (`agent.speaker.launcher`: unpaced API, the per-message and
+header-error fixes, ``notify``, a teardown that always sends its Cease; with BgpSpeaker ``updates:
+raw`` also UPDATEs handed over undecoded). In raw mode `start()` first checks that the
+interpreter's ExaBGP is the pinned version and refuses (ConfigError at ``spec.updates``) otherwise.
+
 `set_peers()` rewrites the configuration and asks the running ExaBGP to reload it (SIGUSR1):
-sessions of unchanged peers stay up.
+sessions of unchanged peers stay up. A peer that is no longer configured (deleted, its selector
+no longer matching, its address changed) whose session is up first gets Cease 6/3 "Peer
+De-configured" (RFC 4486: ``neighbor ADDR notify 6 3``, waiting for ExaBGP's answer, which comes
+once the NOTIFICATION is written, at most `DECONFIGURE_WAIT` seconds): without it ExaBGP would
+drop the session silently and a graceful-restart peer would keep our routes for its restart
+time. Calls are applied one at a time, in order.
 """
 
 from __future__ import annotations
@@ -44,15 +54,21 @@ import sys
 from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
+from .batching import BATCH_EVENTS, BATCH_ROUTES, batches
 from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
-from .child import LogPump, RuntimeDir, default_runtime_dir, exit_status, resolve_interpreter, spawn
+from .child import (
+    LogPump, RuntimeDir, check_exabgp, default_runtime_dir, exit_status, resolve_interpreter, spawn,
+)
 from ..core.bgp import Command, Event, PeerStatus, SpeakerRestarted
+from ..core.model import canonical_address
 from .exabgp_conf import read_secrets, render
-from ..config.bgp import BgpPeer, BgpSpeakerSpec
+from ..config.bgp import BgpPeer, BgpSpeakerSpec, UpdatesMode
+from ..config.loader import ConfigError, Problem
 
 log = logging.getLogger("agent.speaker")
 
 RELAY = str(Path(__file__).resolve().with_name("relay.py"))
+DECONFIGURE_WAIT = 10.0  # seconds to wait for the Cease 6/3 to a removed peer before the reload
 
 
 class Speaker:
@@ -99,6 +115,7 @@ class Speaker:
         self._log = LogPump()
         self._rundir = RuntimeDir(self.dir)
         self._token = ""
+        self._reconfiguring = asyncio.Lock()
 
     # ---- public ---------------------------------------------------------------------------------
 
@@ -154,13 +171,29 @@ class Speaker:
                 return
             yield event
 
+    def batches(self, max_events: int = BATCH_EVENTS, max_routes: int = BATCH_ROUTES
+                ) -> AsyncIterator[tuple[Event, ...]]:
+        """Every event, in order, in tuples of what is already waiting: see `batching.batches`."""
+        return batches(self.queue, max_events, max_routes)
+
     async def wait_running(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self._connected.wait(), timeout)
 
+    @property
+    def raw_updates(self) -> bool:
+        return self.settings.updates is UpdatesMode.RAW
+
     async def start(self) -> None:
+        """Start supervising ExaBGP. Raises ConfigError when ``updates: raw`` is set and the
+        interpreter's ExaBGP is not the version the launcher's patches are written for."""
         if self._task is not None:
             raise RuntimeError("speaker already started")
         self.interpreter = resolve_interpreter(self.settings.interpreter)
+        if self.raw_updates:
+            problem = check_exabgp(self.interpreter, raw_updates=True)
+            if problem is not None:
+                raise ConfigError([Problem("", "BgpSpeaker", "spec.updates", problem.removeprefix(
+                    "route-agent launcher: "))])
         sock = self._rundir.prepare()
         self._server = await asyncio.start_unix_server(self._accept, path=str(sock), limit=READ_LIMIT)
         os.chmod(sock, 0o600)
@@ -193,15 +226,50 @@ class Speaker:
         to, their connections left unanswered: `exabgp_conf._held`).
         Raises (ValueError, SecretError) before touching anything when the new set is invalid."""
         held = frozenset(held)
-        text, env = self._render(tuple(peers), held)
-        self.peers = tuple(peers)
-        self.held = held
-        if self._task is None:
-            return  # not started: the first run uses the new peers
-        self._rundir.write_conf(text)
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            proc.send_signal(signal.SIGUSR1)
+        self._render(tuple(peers), held)  # raises for an invalid set
+        async with self._reconfiguring:
+            removed = self._deconfigured(peers)
+            self.peers = tuple(peers)
+            self.held = held
+            if self._task is None:
+                return  # not started: the first run uses the new peers
+            if removed:
+                await self._cease_deconfigured(removed)
+            text, _ = self._render(self.peers, self.held)  # (the API helper's token may be new)
+            self._rundir.write_conf(text)
+            proc = self._proc
+            if proc is not None and proc.returncode is None:
+                proc.send_signal(signal.SIGUSR1)
+
+    def _deconfigured(self, peers: Sequence[BgpPeer]) -> list[str]:
+        """Addresses of the peers configured now, absent from `peers`, whose session is up."""
+        keep = {canonical_address(p.spec.peer_address) for p in peers}
+        states = self.channel.peer_states
+        return [a for a in dict.fromkeys(canonical_address(p.spec.peer_address) for p in self.peers)
+                if a not in keep and states.get(a) is PeerStatus.UP]
+
+    async def _cease_deconfigured(self, addresses: list[str]) -> None:
+        """Cease 6/3 (Peer De-configured) to each of `addresses`, waiting until ExaBGP has written
+        it (its ``done``). An ExaBGP without the launcher's ``notify`` (unpatched: another
+        version) answers ``error``: then ``teardown 3``, which it sends without graceful restart."""
+        if not self.running:
+            return
+        waits = {a: self.channel.send_waiting(f"neighbor {a} notify 6 3") for a in addresses}
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits.values()), DECONFIGURE_WAIT)
+        except asyncio.TimeoutError:
+            pass
+        for address, fut in waits.items():
+            if fut.done() and fut.result():
+                log.info("speaker: peer %s de-configured: Cease 6/3 sent", address)
+                continue
+            log.warning("speaker: peer %s de-configured: ExaBGP did not confirm the Cease 6/3 (%s)%s", address,
+                        "refused" if fut.done() else f"no answer within {DECONFIGURE_WAIT:.0f}s",
+                        "; sending teardown 3" if fut.done() and self.running else "")
+            if fut.done() and self.running:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.channel.send_waiting(f"neighbor {address} teardown 3"),
+                                           DECONFIGURE_WAIT)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to the running ExaBGP (tests use it to simulate a crash)."""
@@ -256,7 +324,7 @@ class Speaker:
         self._expect = (self._token, fut)
         text, env = self._render(self.peers, self.held)
         self._rundir.write_conf(text)
-        proc = await spawn(self._rundir, self.interpreter, env, self.wrapper)
+        proc = await spawn(self._rundir, self.interpreter, env, self.wrapper, raw_updates=self.raw_updates)
         self._proc, self.pid = proc, proc.pid
         log.info("speaker: started ExaBGP pid %d (%s)", proc.pid, self.interpreter)
         log_task = asyncio.create_task(self._log.run(proc.stdout), name="speaker-exabgp-log")

@@ -1,0 +1,339 @@
+"""Kernel nexthop objects for our routes: which object a route points at, and the object writes
+that go with the reconciler's route ops (pure logic, no I/O).
+
+DOC: with `spec.fib.nexthopObjects` on, a unicast route of ours does not carry its next hops:
+it points (RTA_NH_ID) at a **group** object of ours, and the group's members are **single**
+next-hop objects of ours (`ip nexthop` shows both, `proto route-agent`). Every route points at a
+group, even a one-member group, so that any change of membership can be made in place (the
+kernel refuses to turn a single next hop into a group by replace). Blackhole & co., next hops
+without a device and next hops of the other address family stay plain routes.
+
+The reconciler (`agent.fib.reconciler.FibState`) keeps working in "expanded" terms (a prefix's
+`KernelRoute` with its next hops) and knows nothing of objects. `NhLayer` sits between its
+`plan()` and the writer: `expand(ops)` turns route ops into object writes plus route writes;
+`done(kops, errors)` records the outcome and hands back the errors in terms of the reconciler's
+ops. Objects are created before the routes that use them (in the same batch, the kernel
+processes messages in order), and deleted only once the layer has *confirmed* (from a completed
+batch or a dump) that nothing uses them any more, in a later batch: deleting a nexthop object
+deletes every route still using it, so a route write that failed must never be followed by the
+delete of the group it still uses. Unused objects adopted at start are kept until the sync gate
+opens. A failed object delete waits for the retry timer (no spinning).
+
+**Group identity follows the group's users, not its members.** A group id is not bound to one
+member set for ever; it is bound to the set of prefixes that use it (`users`, the reference
+count). When one plan moves *every* user of group G to one and the same new next-hop set S (a
+peer or next hop failed: the RIB rewrote every prefix that went through {A, B} to {B}; or it
+recovered and the RIB put A back everywhere at once), the layer does not rewrite those routes:
+it replaces G in place with the members of S (`NhOp(REPLACE)` carrying the route ops it stands
+for), one write whatever the number of routes. When only some users move, those are pointed at
+a group for S (an existing one, else a new one) route by route, and G keeps the others: that is
+the per-route BGP clean-up, and is exact (no prefix ever forwards through a next hop the RIB did
+not choose for it). Compared with binding groups to origin/peer sets this needs nothing from the
+RIB and cannot send a prefix to a peer that never announced it; the price is that a change
+spread over several plans (a peer re-sending its table UPDATE by UPDATE) costs route writes,
+which is the slow, non-urgent direction. New routes wanting S reuse the group indexed for S
+(`by_key`); two groups may end up with the same members (one of them changed in place), which is
+harmless.
+
+Ids: ours are allocated from ``protocol << 20`` upwards, skipping every id the kernel has
+(foreign objects are never written, only read to expand routes that point at them). An ADD that
+meets an id someone took meanwhile fails with EEXIST; the id is then marked taken.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..core.model import KernelRoute, NextHop, Prefix, RouteType, nexthops
+from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
+
+ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
+_V6_FLAG = 1 << 136
+
+
+def group_key(prefix: Prefix, route: KernelRoute) -> tuple | None:
+    """("g", family, next hops) for a route that can go through a group; None: a plain route."""
+    if route.type != RouteType.UNICAST or not route.nexthops:
+        return None
+    family = 6 if prefix & _V6_FLAG else 4
+    for nh in route.nexthops:
+        if not nh.dev or not 1 <= nh.weight <= 256:
+            return None
+        if nh.gateway and (":" in nh.gateway) != (family == 6):
+            return None
+    return ("g", family, route.nexthops)
+
+
+def single_key(family: int, hop: NextHop) -> tuple:
+    return ("s", family, hop.gateway, hop.dev)
+
+
+def expand_all(objects: Mapping[int, NhObject]) -> dict[int, tuple[NextHop, ...]]:
+    """Nexthop id -> the next hops a route through it has (groups through their members)."""
+    out: dict[int, tuple[NextHop, ...]] = {}
+    for nhid, obj in objects.items():
+        if obj.members:
+            hops = []
+            for member, weight in obj.members:
+                m = objects.get(member)
+                if m is None or m.hop is None:
+                    break
+                hops.append(NextHop(m.hop.gateway, m.hop.dev, weight))
+            else:
+                out[nhid] = nexthops(*hops)
+        elif obj.hop is not None:
+            out[nhid] = nexthops(obj.hop)
+    return out
+
+
+class NhLayer:
+    """Our nexthop objects, who uses them, and the translation of route ops (see module doc)."""
+
+    def __init__(self, protocol: int) -> None:
+        self.protocol = protocol
+        self.objects: dict[int, NhObject] = {}  # ours, as the kernel has them (confirmed)
+        self.foreign: dict[int, NhObject] = {}  # not ours: read, never written
+        self.key_of: dict[int, tuple | None] = {}
+        self.by_key: dict[tuple, int] = {}
+        self.via: dict[Prefix, tuple[int, int]] = {}  # prefix -> (nexthop id, metric) of our route
+        self.users: dict[int, set[Prefix]] = defaultdict(set)
+        self.expansion: dict[int, tuple[NextHop, ...]] = {}
+        self.version = 0
+        self.taken: set[int] = set()  # ids refused with EEXIST (someone else's)
+        self.delete_failed: set[int] = set()
+        self.gate_open = False
+        self.group_writes = 0  # in-place group replaces confirmed (metrics, tests)
+        self._base = max(1, protocol << 20)
+        self._next = self._base
+
+    # ---- kernel state ----
+    def resync(self, objects: Mapping[int, NhObject], nhid: Mapping[Prefix, int],
+               routes: Mapping[Prefix, KernelRoute]) -> None:
+        """A dump: every nexthop object of the namespace, and the id each route of ours points
+        at (start-up adoption: nothing is written; periodic scan, overrun, repairs)."""
+        self.objects = {i: o for i, o in objects.items() if o.protocol == self.protocol}
+        self.foreign = {i: o for i, o in objects.items() if o.protocol != self.protocol}
+        self.key_of, self.by_key = {}, {}
+        for i in sorted(self.objects):
+            self._index(i, self.objects[i])
+        self.via = {p: (i, routes[p].metric or 0) for p, i in nhid.items() if p in routes}
+        self.users = defaultdict(set)
+        for p, (i, _m) in self.via.items():
+            self.users[i].add(p)
+        self.delete_failed.clear()
+        self._reexpand()
+
+    def _index(self, nhid: int, obj: NhObject) -> None:
+        if obj.members:
+            hops, fams = [], set()
+            for member, weight in obj.members:
+                single = self.objects.get(member)  # only groups of our own singles are reused
+                if single is None or single.hop is None or single.members:
+                    break
+                hops.append(NextHop(single.hop.gateway, single.hop.dev, weight))
+                fams.add(single.family)
+            else:
+                hops = nexthops(*hops)
+            key = ("g", fams.pop(), hops) if len(fams) == 1 and isinstance(hops, tuple) else None
+        else:
+            key = single_key(obj.family, obj.hop) if obj.hop is not None and obj.hop.weight == 1 else None
+        self.key_of[nhid] = key
+        if key is not None:
+            self.by_key.setdefault(key, nhid)
+
+    def _unindex(self, nhid: int) -> None:
+        key = self.key_of.pop(nhid, None)
+        if key is not None and self.by_key.get(key) == nhid:
+            del self.by_key[key]
+            other = next((i for i, k in self.key_of.items() if k == key), None)
+            if other is not None:
+                self.by_key[key] = other
+
+    def _reexpand(self) -> None:
+        self.expansion = expand_all({**self.foreign, **self.objects})
+        self.version += 1
+
+    def route_nhid(self, prefix: Prefix) -> int | None:
+        v = self.via.get(prefix)
+        return v[0] if v else None
+
+    def describe(self, nhid: int) -> str:
+        """`ip nexthop`-like text of one of our objects (for `explain` and `show fib`)."""
+        obj = self.objects.get(nhid) or self.foreign.get(nhid)
+        if obj is None:
+            return f"id {nhid} (unknown)"
+        if obj.members:
+            return f"id {nhid} group " + "/".join(
+                f"{m},{w}" if w != 1 else str(m) for m, w in obj.members)
+        return f"id {nhid} {obj.hop}"
+
+    # ---- planning ----
+    def expand(self, ops: Sequence[Op], retry_failed: bool = False) -> list:
+        """The kernel ops for the reconciler's `ops`: new singles, new and in-place groups,
+        then the route writes; or, with nothing else to do, deletes of unused objects."""
+        singles: list[NhOp] = []
+        groups: list[NhOp] = []
+        routes: list = []
+        planned: dict[tuple, int] = {}
+        changing: set[int] = set()
+        carried: set[int] = set()
+        moving: dict[int, list[Op]] = defaultdict(list)
+        for op in ops:
+            if op.kind is REPLACE:
+                v = self.via.get(op.prefix)
+                if v is not None and v[1] == op.route.metric and self.key_of.get(v[0]):
+                    moving[v[0]].append(op)
+        for gid, gops in moving.items():
+            key = group_key(gops[0].prefix, gops[0].route)
+            old = self.key_of.get(gid)
+            if (key is None or key == old or old[0] != "g" or key[1] != old[1]
+                    or len(gops) != len(self.users.get(gid, ()))
+                    or any(o.route.nexthops != key[2] for o in gops)):
+                continue
+            members = self._members(key, planned, singles)
+            groups.append(NhOp(REPLACE, gid, 0, None, members, tuple(gops)))
+            changing.add(gid)
+            planned.setdefault(key, gid)
+            carried.update(id(o) for o in gops)
+        for op in ops:
+            if carried and id(op) in carried:
+                continue
+            if op.kind is DELETE:
+                routes.append(op)
+                continue
+            key = group_key(op.prefix, op.route)
+            if key is None:
+                routes.append(op)
+                continue
+            gid = planned.get(key)
+            if gid is None:
+                gid = self.by_key.get(key)
+                if gid is None or gid in changing:
+                    members = self._members(key, planned, singles)  # (singles get the lower ids)
+                    gid = self._alloc(planned)
+                    groups.append(NhOp(ADD, gid, 0, None, members))
+                planned[key] = gid
+            routes.append(NhRouteOp(op, gid))
+        kops = singles + groups + routes
+        if not kops:
+            kops = self._garbage(retry_failed)
+        return kops
+
+    def _members(self, key: tuple, planned: dict, singles: list) -> tuple[tuple[int, int], ...]:
+        family, hops = key[1], key[2]
+        out = []
+        for hop in hops:
+            skey = single_key(family, NextHop(hop.gateway, hop.dev))
+            sid = planned.get(skey) or self.by_key.get(skey)
+            if sid is None:
+                sid = self._alloc(planned)
+                singles.append(NhOp(ADD, sid, family, NextHop(hop.gateway, hop.dev)))
+                planned[skey] = sid
+            out.append((sid, hop.weight))
+        return tuple(out)
+
+    def _alloc(self, planned: dict) -> int:
+        busy = set(planned.values())
+        nhid = self._next
+        while (nhid in self.objects or nhid in self.foreign or nhid in self.taken or nhid in busy):
+            nhid += 1
+            if nhid >= 0xFFFFFFFF:
+                nhid = self._base
+        self._next = nhid + 1
+        return nhid
+
+    def _garbage(self, retry_failed: bool) -> list[NhOp]:
+        """Deletes of our objects nothing uses (confirmed): groups without routes first; singles
+        that no group references go in the batch after (their groups' deletes confirmed)."""
+        if not self.gate_open:
+            return []
+        skip = () if retry_failed else self.delete_failed
+        groups = [i for i, o in self.objects.items()
+                  if o.members and not self.users.get(i) and i not in skip]
+        if groups:
+            return [NhOp(DELETE, i) for i in sorted(groups)]
+        referenced = {m for o in self.objects.values() for m, _w in o.members}
+        return [NhOp(DELETE, i) for i, o in sorted(self.objects.items())
+                if not o.members and i not in referenced and not self.users.get(i) and i not in skip]
+
+    # ---- outcome ----
+    def done(self, kops: Iterable, errors: Iterable[OpError]) -> list[OpError]:
+        """Record the outcome of `kops` (from `expand`); returns the errors in terms of the
+        reconciler's ops (an in-place replace that failed fails every route op it carried)."""
+        failed = {id(e.op): e for e in errors}
+        out: list[OpError] = []
+        changed = False
+        for k in kops:
+            err = failed.get(id(k)) if failed else None
+            cls = k.__class__
+            if cls is NhOp:
+                changed |= self._nh_done(k, err)
+                for o in k.carries:
+                    if err is not None:
+                        out.append(OpError(o, err.errno, err.message))
+            elif cls is NhRouteOp:
+                if err is not None:
+                    out.append(OpError(k.op, err.errno, err.message))
+                else:
+                    self._set_via(k.prefix, k.nhid, k.route.metric or 0)
+            else:
+                if err is not None:
+                    out.append(err)
+                    continue
+                v = self.via.get(k.prefix)
+                if v is not None and (k.kind is not DELETE or v[1] == (k.route.metric or 0)):
+                    self._drop_via(k.prefix)  # deleted, or now a plain route
+        if changed:
+            self._reexpand()
+        return out
+
+    def _nh_done(self, k: NhOp, err: OpError | None) -> bool:
+        if err is not None:
+            if k.kind is DELETE:
+                self.delete_failed.add(k.id)
+            elif k.kind is ADD and err.errno == errno.EEXIST:
+                self.taken.add(k.id)
+            return False
+        if k.kind is DELETE:
+            self.objects.pop(k.id, None)
+            self._unindex(k.id)
+            self.delete_failed.discard(k.id)
+            self.users.pop(k.id, None)
+            return True
+        obj = NhObject(k.id, self.protocol, k.family, k.hop, k.members)
+        if k.kind is REPLACE:
+            self.group_writes += 1
+            self._unindex(k.id)
+        self.objects[k.id] = obj
+        self._index(k.id, obj)
+        return True
+
+    def _set_via(self, prefix: Prefix, nhid: int, metric: int) -> None:
+        old = self.via.get(prefix)
+        if old is not None and old[0] != nhid:
+            self._drop_via(prefix)
+        self.via[prefix] = (nhid, metric)
+        self.users[nhid].add(prefix)
+
+    def _drop_via(self, prefix: Prefix) -> None:
+        old = self.via.pop(prefix, None)
+        if old is not None:
+            users = self.users.get(old[0])
+            if users is not None:
+                users.discard(prefix)
+                if not users:
+                    del self.users[old[0]]
+
+    @property
+    def has_garbage(self) -> bool:
+        return bool(self._garbage(False))
+
+
+def nh_deletes(objects: Mapping[int, NhObject], protocol: int) -> list[NhOp]:
+    """Deletes of every nexthop object of ours in `objects` (a dump): groups, then singles
+    (--flush-on-exit: after the routes)."""
+    ours = [o for o in objects.values() if o.protocol == protocol]
+    return ([NhOp(DELETE, o.id) for o in ours if o.members]
+            + [NhOp(DELETE, o.id) for o in ours if not o.members])
