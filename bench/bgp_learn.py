@@ -29,6 +29,10 @@ started ToR:
                   UPDATE messages -> N prefixes seen. Its UPDATE count shows how BIRD grouped the
                   table (`prefixes_per_update`).
 
+--updates json|raw (BgpSpeaker `spec.updates`) says how ExaBGP hands UPDATEs over, to the agent
+and to ExaBGP alone alike: json (the default; ExaBGP decodes them) or raw (hex bytes: the agent
+decodes them; ExaBGP alone's helper only counts the NLRI, IPv4 and MP_REACH).
+
 Start point: the BGP session reaching Established, as logged by the ToR BIRD (its trace line
 "n4: State changed to up", microsecond timestamps). It is the same event for every receiver and
 excludes what differs for reasons unrelated to learning: process start-up, BIRD's connect delay,
@@ -66,6 +70,7 @@ object with, per table, `ratio_bird_<table>` (agent / BIRD->BIRD->kernel, best r
 `ratio_bird` / `ratio_exabgp` the worst over the tables run, and `ratio` = `ratio_exabgp`.
 
     sudo .venv/bin/python bench/bgp_learn.py [--only shared,distinct,full] [--scale 0.2] [--repeat 3]
+                                             [--updates raw] [--receivers agent,bird]
 """
 
 from __future__ import annotations
@@ -97,11 +102,36 @@ TARGET_BYTES_PER_ROUTE = 250
 # ------------------------------------------------------------------------------------------------
 # the API helper of the "ExaBGP alone" reference (stdlib only: runs with -S -E)
 
+def raw_nlri_count(body: bytes) -> int:
+    """Announced prefixes in an UPDATE body: IPv4 NLRI and MP_REACH_NLRI's (no ADD-PATH)."""
+    wlen = int.from_bytes(body[0:2], "big")
+    i = 2 + wlen
+    alen = int.from_bytes(body[i:i + 2], "big")
+    i, end, count = i + 2, i + 2 + alen, 0
+    while i < end:
+        flags, code = body[i], body[i + 1]
+        if flags & 0x10:  # extended length
+            length, i = int.from_bytes(body[i + 2:i + 4], "big"), i + 4
+        else:
+            length, i = body[i + 2], i + 3
+        if code == 14:  # MP_REACH_NLRI: AFI, SAFI, next hop, reserved, NLRI
+            j = i + 4 + body[i + 3] + 1
+            while j < i + length:
+                j += 1 + (body[j] + 7) // 8
+                count += 1
+        i += length
+    while i < len(body):
+        i += 1 + (body[i] + 7) // 8
+        count += 1
+    return count
+
+
 def exabgp_helper(report_path: str, n: int) -> int:
-    """ExaBGP's API process for the "ExaBGP alone" reference: read every line, json-decode it,
-    count announced prefixes (an IPv6 NLRI listed under both the global and the link-local next
-    hop counts once) and UPDATEs; report the time the N-th prefix was seen on a Unix socket; keep
-    reading until ExaBGP closes the pipe (it freezes when its API pipe is not read)."""
+    """ExaBGP's API process for the "ExaBGP alone" reference: read every line, json-decode it (or,
+    with raw UPDATEs, count the NLRI in its hex body), count announced prefixes (an IPv6 NLRI
+    listed under both the global and the link-local next hop counts once) and UPDATEs; report the
+    time the N-th prefix was seen on a Unix socket; keep reading until ExaBGP closes the pipe (it
+    freezes when its API pipe is not read)."""
     loads = json.loads
     report = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     report.connect(report_path)
@@ -109,23 +139,31 @@ def exabgp_helper(report_path: str, n: int) -> int:
     done = False
     for line in sys.stdin.buffer:
         lines += 1
-        try:
-            msg = loads(line)
-        except ValueError:
-            continue  # "done"/"error" acks are plain text (none expected: we send no commands)
-        if done or msg.get("type") != "update":
+        if done:
             continue
-        announce = msg["neighbor"]["message"].get("update", {}).get("announce")
-        if announce:
+        if line.startswith(b"raw-update "):
+            added = raw_nlri_count(bytes.fromhex(line.split(b" ", 3)[3].decode()))
+            updates += added > 0
+            count += added
+        else:
+            try:
+                msg = loads(line)
+            except ValueError:
+                continue  # "done"/"error" acks are plain text (none expected: we send no commands)
+            if msg.get("type") != "update":
+                continue
+            announce = msg["neighbor"]["message"].get("update", {}).get("announce")
+            if not announce:
+                continue
             updates += 1
             for by_next_hop in announce.values():
                 count += max(len(nlris) for nlris in by_next_hop.values())
-            if count >= n:
-                done = True
-                t = time.time()
-                cpu = os.times()
-                report.sendall((json.dumps({"t_end": t, "count": count, "lines": lines, "updates": updates,
-                                            "cpu": cpu.user + cpu.system}) + "\n").encode())
+        if count >= n:
+            done = True
+            t = time.time()
+            cpu = os.times()
+            report.sendall((json.dumps({"t_end": t, "count": count, "lines": lines, "updates": updates,
+                                        "cpu": cpu.user + cpu.system}) + "\n").encode())
     return 0
 
 
@@ -192,20 +230,30 @@ def describe_model(model: dict) -> str:
 # ------------------------------------------------------------------------------------------------
 # one run
 
-def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str | None = None) -> dict:
-    """One measurement of receiver `kind` (agent | bird | exabgp_alone) in fresh namespaces."""
+SPEAKER_RAW = """---
+apiVersion: routeagent.io/v1alpha1
+kind: BgpSpeaker
+metadata: {name: speaker}
+spec: {updates: raw}
+"""
+
+
+def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str | None = None,
+            updates: str = "json") -> dict:
+    """One measurement of receiver `kind` (agent | bird | exabgp_alone) in fresh namespaces; the
+    agent and ExaBGP alone get UPDATEs from ExaBGP as `updates` (json | raw)."""
     from contextlib import ExitStack
 
     from testlab.bird import Bird, Poker
     from testlab.fibwatch import Watcher
 
     n, fams = table.n, table.families
-    yaml_text = agent_yaml(families=fams)
+    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER_RAW if updates == "raw" else "")
     with ExitStack() as stack:
         lab = Lab(os.path.join(workdir, "lab"), stack, peer_bird_config(statics=table.tor, families=fams),
                   tag="bl", ipv6=6 in fams)
         res: dict = {"kind": kind, "table": table.name, "n": n, "tor_load_s": round(lab.wait_loaded(n, 600), 1),
-                     "load_before": loadavg()}
+                     "load_before": loadavg(), "updates_mode": updates}
         cpu0 = proc_cpu(lab.bird.proc.pid)
         socks = [str(lab.bird.sock)]
         watcher = proc = node_bird = sampler = None
@@ -383,6 +431,8 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="size of the 'full' table (1.0: 1M IPv4 + 200k IPv6)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the generated full table")
     ap.add_argument("--receivers", default="agent,exabgp_alone,bird", help="receivers to run (comma list)")
+    ap.add_argument("--updates", choices=("json", "raw"), default="json",
+                    help="how ExaBGP hands UPDATEs to the agent and to ExaBGP alone's helper (BgpSpeaker spec.updates)")
     common_options(ap, runs_of="each receiver and table", only=",".join(TABLES),
                    only_help=f"tables to run (comma list of {', '.join(TABLES)})",
                    profile_help="also run the agent once per table under cProfile")
@@ -409,21 +459,23 @@ def main() -> int:
     runs: list[dict] = []
     with work_directory("bgp-learn-", args.keep) as workdir:
         print(f"bgp_learn: BIRD ToR -> receiver over one eBGP session; time from Established (ToR log) "
-              f"to all N in the kernel (ExaBGP alone: N decoded); {args.repeat} run(s) each; load {loadavg()}",
-              flush=True)
+              f"to all N in the kernel (ExaBGP alone: N decoded); UPDATEs from ExaBGP as {args.updates}; "
+              f"{args.repeat} run(s) each; load {loadavg()}", flush=True)
         for _, (kind, table), d in rounds(workdir, args.repeat, items, args.keep):
-            r = run_one(kind, table, d, args.timeout * max(1.0, table.n / 500000))
+            r = run_one(kind, table, d, args.timeout * max(1.0, table.n / 500000), updates=args.updates)
             runs.append(r)
             print(describe(r), flush=True)
         if args.profile:
             for table in tables:
                 path = profile_path(args.profile, f"agent-{table.name}.prof")
                 r = run_one("agent", table, os.path.join(workdir, f"profile-{table.name}"),
-                            args.timeout * max(1.0, table.n / 500000), profile=path)
+                            args.timeout * max(1.0, table.n / 500000), profile=path, updates=args.updates)
                 print(f"cProfile of the agent, {table.n} {table.name} (not timed; {r['seconds']:.2f}s under the "
                       f"profiler): {path}")
                 print_profile(path)
-    return finish(*report(tables, runs, args.repeat))
+    result, ok = report(tables, runs, args.repeat)
+    result["updates"] = args.updates
+    return finish(result, ok)
 
 
 if __name__ == "__main__":
