@@ -60,8 +60,9 @@ RSS: agent and its ExaBGP child (and the relay helper) from /proc at the end poi
 (ExaBGP runs with `adj-rib-in false`, so its RSS should not grow with the table); for the full
 table also the agent's bytes per route, as RSS / routes and as the growth from the last sample
 before the session came up (sampled every 0.2 s). CPU seconds per process during each run show
-where the time goes. The machine's load average is printed before and after each run (other work
-on the same cores skews the figures). --profile DIR adds one cProfile'd agent run per table (not
+where the time goes, and the seconds each receiver process spent runnable but waiting for a core
+(/proc/PID/schedstat) with the machine's load average before and after each run show how much
+other work on the same cores skewed it. --profile DIR adds one cProfile'd agent run per table (not
 timed) and prints the top functions.
 
 Output: one line per run, min / median per receiver and table, then as the last line one JSON
@@ -92,7 +93,7 @@ from testlab.benchlab import (  # noqa: E402  (stdlib only at import: the helper
     loadavg, node_bird_config, notes, peer_bird_config, prefix_text, print_profile, profile_path, ratio, rounds,
     RssSampler, setup, static_s4, work_directory, write_agent_yaml,
 )
-from testlab.procstat import proc_cpu, usage  # noqa: E402
+from testlab.procstat import proc_cpu, proc_runq_wait, usage  # noqa: E402
 
 TABLES = ("shared", "shared500", "distinct", "full")
 TARGET_BIRD = {"shared": 1.2, "shared500": 1.2, "distinct": 4.0, "full": 2.0}  # issue 13
@@ -302,11 +303,14 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
         # ---- resources at the end point (before anything is stopped)
         res["tor_bird_cpu_s"] = round(proc_cpu(lab.bird.proc.pid) - cpu0, 2)
         if kind == "agent":
-            res.update(usage(agent_pids(proc.pid, os.path.join(workdir, "state"))))
+            groups = agent_pids(proc.pid, os.path.join(workdir, "state"))
         elif kind == "exabgp_alone":
-            res.update(usage({"exabgp": [proc.pid]}))
+            groups = {"exabgp": [proc.pid]}
         else:
-            res.update(usage({"node_bird": [node_bird.proc.pid]}))
+            groups = {"node_bird": [node_bird.proc.pid]}
+        res.update(usage(groups))
+        for name, pids in groups.items():  # since launch: time runnable but waiting for a core
+            res[f"{name}_wait_s"] = round(sum(proc_runq_wait(p) for p in pids), 2)
         res["load_after"] = loadavg()
         poker.close()
         res["pokes"], res["poke_error"] = poker.count, poker.error
@@ -338,10 +342,11 @@ def describe(r: dict) -> str:
     if r.get("updates"):
         note += f" [{r['updates']} UPDATEs, {r['n'] / r['updates']:.2f} prefixes each]"
     rss = [f"{k[:-8]} {r[k]} MiB" for k in ("agent_rss_mib", "exabgp_rss_mib", "node_bird_rss_mib") if k in r]
+    waits = [f"{k[:-7]} {r[k]}s" for k in ("agent_wait_s", "exabgp_wait_s", "node_bird_wait_s") if k in r]
     load = "/".join(f"{x:.1f}" for x in r["load_before"][:1] + r["load_after"][:1])
     return (f"  {r['kind']:<13} {r['n']:>7} {r['table']:<9} {r['seconds']:7.3f}s "
             f"({r['n'] / r['seconds']:8.0f}/s; launch {r['launch_s']:.2f}s)  cpu: {', '.join(extra)}; "
-            f"rss: {', '.join(rss)}; load {load}{note}")
+            f"waited for a core: {', '.join(waits)}; rss: {', '.join(rss)}; load {load}{note}")
 
 
 # ------------------------------------------------------------------------------------------------
