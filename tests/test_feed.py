@@ -10,7 +10,7 @@ import pytest
 
 from testlab import feed as F
 
-N4, N6 = 40_000, 8_000
+N4, N6 = 20_000, 5_000
 
 
 @pytest.fixture(scope="module")
