@@ -37,8 +37,10 @@ only; no data files). The model, with the published figures it follows:
   or documentation ASN (the lab's 65000/65001 are private) and never AS_TRANS. ORIGIN IGP 90 %,
   INCOMPLETE 8 %, EGP 2 %. Standard communities on 75 % of sets (1-8, ``ASN:value`` with a 2-octet
   ASN of the path, never the well-known 65535:x), large communities on 12 % (1-3, a path ASN as
-  global administrator). No MED: BIRD sends a MED over eBGP only when the export filter sets it
-  (proto/bgp/attrs.c), and an export filter would run per route during the measurement.
+  global administrator). No MED: BIRD sends a MED over eBGP only when the attribute is "fresh"
+  (proto/bgp/attrs.c), and set in a static route's block together with other attributes it did
+  not reach the receiver here (alone, it does); an export filter setting it would run per route
+  during the measurement.
 
 The announcing side is BIRD 2 (the peer the agent is compared with): `bird_static(feed, 4|6)`
 writes static protocol blocks whose routes are ``blackhole`` with a per-route attribute block
