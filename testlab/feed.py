@@ -9,8 +9,10 @@ only; no data files). The model, with the published figures it follows:
   61 %, then /22 12.4 %, /23, /20, /21, /19, /16, /18 ..., nothing longer than /24 and nothing
   shorter than /8; IPv6: /48 47 %, then /32 10 %, /44, /40, /36, /29 ..., /16 to /48. The mean
   length is 22.88 (IPv4) and 42.98 (IPv6), against potaroo's "average prefix length" of 22.92-22.93
-  (AS65000, 2025) and 42.8-43.2 (AS131072/AS6447, 2023-24); the shares of /24 (about 60 %) and
-  /48 (about 46 % in 2024) follow Geoff Huston's yearly "BGP in 20xx" reports (APNIC blog).
+  (AS65000, 2025) and 42.8-43.2 (AS131072/AS6447, 2023-24). /48s are ~46 % of the IPv6 table in
+  Geoff Huston's "BGP in 2024" (APNIC blog, as summarised by brandergroup.net); /24 ~60 % of IPv4
+  is the commonly cited share (CAIDA: 57-58.5 % in 1998-2001). No current per-length table was at
+  hand: the other shares are estimates in the order issue 13 gives, tuned to potaroo's mean.
 * **Overlap: realistic, not disjoint.** Lengths are placed shortest first. A prefix is a more
   specific of an already placed shorter prefix (a random one, at a random aligned offset inside
   it) with a probability that grows with its length (`SPECIFIC_P4` / `SPECIFIC_P6`); otherwise it is
