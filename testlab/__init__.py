@@ -6,5 +6,6 @@ Kubernetes API server: list/watch, resourceVersions, bookmarks, 410, status, RBA
 `rbac` (evaluates `deploy/rbac.yaml` like the API server does), `demo` (what `scripts/demo.sh`
 runs), and the benchmarks' lab: `benchlab` (two namespaces, a BIRD peer, agent and ExaBGP
 start-up, repeats and the last-line JSON), `fibwatch` (the kernel route watcher process),
-`procstat` (CPU, RSS and write counters from /proc). Used by `tests/`, `netns-tests/`, `bench/` and the demo; never imported by `agent`.
+`feed` (an Internet-like table and the BIRD configuration announcing it), `procstat` (CPU, RSS
+and write counters from /proc). Used by `tests/`, `netns-tests/`, `bench/` and the demo; never imported by `agent`.
 """

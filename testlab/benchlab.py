@@ -4,9 +4,12 @@ DOC: owns what those benchmarks have in common, so that each of them keeps only 
 (fib_install.py and rib_memory.py use `prefix_text` and `finish` too):
   * the topology: `Lab` makes namespaces `peer` (PEER_ADDR, AS 65001) and `node` (NODE_ADDR, AS
     65000, where the measured side runs) joined by one veth pair, IPv6 off (no link-local routes or
-    DAD events mid-measurement), net.ipv4.tcp_rmem/wmem raised in both (small default buffers
-    throttle a big table: design.md, section 5), optionally `quickack 1` on the link routes, and a
-    BIRD in `peer` (the ToR that announces, or the receiver that imports);
+    DAD events mid-measurement) unless a table has IPv6 routes (then PEER_ADDR6/NODE_ADDR6 on the
+    link: the IPv4 session carries them with that next hop), net.ipv4.tcp_rmem/wmem raised in both
+    (small default buffers throttle a big table: design.md, section 5), optionally `quickack 1` on
+    the link routes, and a BIRD in `peer` (the ToR that announces, or the receiver that imports;
+    a `PatientBird`, since a full table's configuration takes ~20 s to load), `wait_loaded`
+    counting both of its tables (`table_routes`);
   * BIRD configurations of both sides (`peer_bird_config`, `node_bird_config`): one eBGP session,
     `n4` in `peer` traced with microsecond stamps (its Established time is the start point);
   * the agent as a process: its YAML (`agent_yaml`), `launch_agent` (optionally under cProfile),
@@ -14,8 +17,8 @@ DOC: owns what those benchmarks have in common, so that each of them keeps only 
     ExaBGP with the configuration and environment the agent would generate and another API helper;
   * the run scaffolding: `common_options`, `setup` (root, signals), `work_directory`, `rounds`
     (interleaved repetitions), `keep_best`, `min_median`, `worst`, `ratio`, `notes`,
-    `print_change_and_rss`, `print_profile`, and `finish` (the one-object JSON line that ends
-    every benchmark's output).
+    `print_change_and_rss`, `print_profile`, `loadavg`, `RssSampler` (a process's RSS over a run),
+    and `finish` (the one-object JSON line that ends every benchmark's output).
 
 Next to it: the BIRD control socket without a birdc fork per request (`Poker` against BIRD's idle
 stall, `ImportCounter`) in testlab/bird.py, the kernel route watcher in testlab/fibwatch.py, CPU,
@@ -28,22 +31,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
 
-from testlab.bird import Bird, bgp_protocol
+from testlab.bird import Bird, bgp_protocol, read_reply
 from testlab.netns import agent_cmd, ip, namespace, sysctl, veth_between
-from testlab.procstat import children, read_pid, stop
+from testlab.procstat import children, proc_rss_mib, read_pid, stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_ADDR, NODE_ADDR = "10.0.0.1", "10.0.0.254"
+PEER_ADDR6, NODE_ADDR6 = "fd00::1", "fd00::fe"  # on the same link, with `ipv6=True` (MP-BGP next hop)
 PEER_AS, NODE_AS = 65001, 65000
 HOLD_TIME = 90  # long: a busy single-core decoder must not lose the session to its hold timer
 TCP_MEM = "4096 1048576 67108864"
@@ -60,31 +67,72 @@ def prefix_text(i: int) -> str:
 
 class Lab:
     """Namespaces `peer` and `node` joined by veth `tor0` <-> `up0`, a BIRD in `peer` running
-    `bird_config`; everything is torn down by `stack` (an ExitStack)."""
+    `bird_config`; everything is torn down by `stack` (an ExitStack). IPv6 is off unless `ipv6`
+    (then PEER_ADDR6/NODE_ADDR6 on the link, without DAD, for IPv6 routes over the IPv4 session)."""
 
-    def __init__(self, workdir: str, stack, bird_config: str, *, tag: str, quickack: bool = False) -> None:
+    def __init__(self, workdir: str, stack, bird_config: str, *, tag: str, quickack: bool = False,
+                 ipv6: bool = False) -> None:
         os.makedirs(workdir, exist_ok=True)
         self.peer = stack.enter_context(namespace(f"ra-{tag}-peer-"))
         self.node = stack.enter_context(namespace(f"ra-{tag}-node-"))
-        for ns in (self.peer, self.node):
-            sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+        if not ipv6:
+            for ns in (self.peer, self.node):
+                sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
         veth_between(self.node, "up0", f"{NODE_ADDR}/24", self.peer, "tor0", f"{PEER_ADDR}/24")
+        if ipv6:
+            ip(self.node, "addr", "add", f"{NODE_ADDR6}/64", "dev", "up0", "nodad")
+            ip(self.peer, "addr", "add", f"{PEER_ADDR6}/64", "dev", "tor0", "nodad")
         for ns in (self.peer, self.node):
             sysctl(ns, f"net.ipv4.tcp_rmem={TCP_MEM}", f"net.ipv4.tcp_wmem={TCP_MEM}")
         if quickack:  # no delayed ACKs on the session
             for ns, dev, src in ((self.peer, "tor0", PEER_ADDR), (self.node, "up0", NODE_ADDR)):
                 ip(ns, "route", "change", "10.0.0.0/24", "dev", dev, "proto", "kernel", "scope", "link",
                    "src", src, "quickack", "1")
-        self.bird = Bird(self.peer, os.path.join(workdir, "peer"), bird_config)
+        self.bird = PatientBird(self.peer, os.path.join(workdir, "peer"), bird_config)
         stack.callback(self.bird.close)
 
-    def wait_loaded(self, n: int, timeout: float = 120) -> None:
-        """Until the peer BIRD has `n` routes in its table (the whole table before any receiver)."""
-        deadline = time.monotonic() + timeout
-        while self.bird.route_count() < n:
+    def wait_loaded(self, n: int, timeout: float = 120) -> float:
+        """Until the peer BIRD has `n` routes in its tables (master4 + master6: the whole table
+        before any receiver); the seconds it took from here."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        while table_routes(self.bird) < n:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the peer BIRD did not load {n} routes")
-            time.sleep(0.05)
+            time.sleep(0.05 if n < 200000 else 0.5)
+        return time.monotonic() - t0
+
+
+class PatientBird(Bird):
+    """A BIRD whose configuration may take long to load (a full table: ~20 s and 3.4 GB at 1.2M
+    routes here). Its control socket exists at once but answers only when the configuration is
+    loaded, so `ready` waits for the greeting (up to START_TIMEOUT) instead of birdc's 10 s."""
+
+    START_TIMEOUT = 600.0
+
+    def ready(self) -> bool:
+        if not self.sock.exists():
+            return False
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(self.START_TIMEOUT)
+            conn.connect(str(self.sock))
+            return b"BIRD" in read_reply(conn)
+        except OSError:  # refused or closed: not up yet, or exited (the caller checks the process)
+            return False
+        finally:
+            conn.close()
+
+
+def table_routes(bird: Bird) -> int:
+    """Routes in all of a BIRD's tables (``show route count``: one line per table); -1 when the
+    control socket does not answer yet (BIRD parses a large configuration first)."""
+    try:
+        reply = bird.command("show route count")
+    except OSError:
+        return -1
+    counts = re.findall(r"(\d+) of \d+ routes", reply)
+    return sum(map(int, counts)) if counts else -1
 
 
 def static_s4(routes) -> str:
@@ -93,39 +141,50 @@ def static_s4(routes) -> str:
     return f"protocol static s4 {{\n  ipv4;\n{lines}\n}}\n"
 
 
-def peer_bird_config(routes=None) -> str:
+def peer_bird_config(routes=None, *, statics: str | None = None, families: tuple[int, ...] = (4,)) -> str:
     """The BIRD in `peer`: passive session `n4` traced with microsecond stamps. With `routes`
-    (static route bodies) it announces them and imports nothing (a ToR); without, it imports
-    everything, exports nothing and keeps what it learns in its table (a receiver)."""
-    sender = routes is not None
+    (static route bodies of ``s4``) or `statics` (whole static protocols, e.g. from
+    `testlab.feed.bird_static`) it announces them and imports nothing (a ToR); without, it imports
+    everything, exports nothing and keeps what it learns in its table (a receiver). `families`:
+    the session's channels (IPv6 routes go over the IPv4 session with next hop PEER_ADDR6)."""
+    sender = routes is not None or statics is not None
+    local = static_s4(routes) if routes is not None else statics or ""
     return (f"router id {PEER_ADDR};\nlog stderr all;\ntimeformat log \"%F %T.%6f\";\n"
-            "protocol device { scan time 10; }\n" + (static_s4(routes) if sender else "")
+            "protocol device { scan time 10; }\n" + local
             + bgp_protocol("n4", local=PEER_ADDR, local_as=PEER_AS, neighbor=NODE_ADDR, neighbor_as=NODE_AS,
-                           export={4: ""} if sender else {}, import_all=not sender, hold_time=HOLD_TIME,
-                           passive=True, graceful_restart=False, extra="    debug { states };"))
+                           families=families, export={f: "" for f in families} if sender else {},
+                           import_all=not sender, hold_time=HOLD_TIME, passive=True, graceful_restart=False,
+                           extra="    debug { states };", channel_extra=_next_hop6(families)))
 
 
-def node_bird_config(routes=None) -> str:
+def _next_hop6(families) -> dict[int, str]:
+    return {6: f"next hop address {PEER_ADDR6};"} if 6 in families else {}
+
+
+def node_bird_config(routes=None, *, families: tuple[int, ...] = (4,)) -> str:
     """A BIRD in `node` as the reference: with `routes` it announces them (a sender); without, it
-    imports everything into the kernel (a kernel protocol exporting all)."""
+    imports everything into the kernel (a kernel protocol per family exporting all)."""
     sender = routes is not None
-    local = static_s4(routes) if sender else "protocol kernel k4 { scan time 60; ipv4 { import none; export all; }; }\n"
+    local = static_s4(routes) if sender else "".join(
+        f"protocol kernel k{f} {{ scan time 60; ipv{f} {{ import none; export all; }}; }}\n" for f in families)
     return (f"router id {NODE_ADDR};\nlog stderr {{ info, remote, warning, error, auth, fatal, bug }};\n"
             "protocol device { scan time 10; }\n" + local
             + bgp_protocol("up", local=NODE_ADDR, local_as=NODE_AS, neighbor=PEER_ADDR, neighbor_as=PEER_AS,
-                           export={4: ""} if sender else {}, import_all=not sender, hold_time=HOLD_TIME,
-                           graceful_restart=False))
+                           families=families, export={4: ""} if sender else {}, import_all=not sender,
+                           hold_time=HOLD_TIME, graceful_restart=False))
 
 
 # ------------------------------------------------------------------------------------------------
 # the agent and ExaBGP as processes
 
 def agent_yaml(export: bool = False, *, fib: dict | None = None, hold_time: int = HOLD_TIME,
-               extra_docs: str = "") -> str:
+               extra_docs: str = "", families: tuple[int, ...] = (4,)) -> str:
     """The agent's configuration in the lab: one eBGP peer (the BIRD in `peer`), acceptAll in
     (and out, with `export`); `fib` settings of the AgentConfig (e.g. fullScanSeconds) and more
-    YAML documents after the peer if given."""
+    YAML documents after the peer if given; `families` other than IPv4 only are listed."""
     exp = "  exportPolicy: acceptAll\n" if export else ""
+    if tuple(families) != (4,):
+        exp += "  families: [" + ", ".join(f"ipv{f}-unicast" for f in families) + "]\n"
     spec = "".join(["\n  fib:", *(f"\n    {k}: {v}" for k, v in fib.items())]) if fib else " {}"
     return f"""apiVersion: routeagent.io/v1alpha1
 kind: AgentConfig
@@ -341,6 +400,35 @@ def print_profile(path: str, top: int = 25, sort: str = "tottime", restrict: str
     stats = pstats.Stats(path, stream=out)
     stats.sort_stats(sort).print_stats(*([restrict] if restrict else []), top)
     print("\n".join(l for l in out.getvalue().splitlines() if l.strip())[:12000])
+
+
+def loadavg() -> list[float]:
+    """The machine's 1/5/15-minute load averages (other work on the same cores skews timings)."""
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+class RssSampler(threading.Thread):
+    """The RSS of process `pid` every `interval` seconds: `samples` of (wall-clock time, MiB);
+    `at(t)` is the last sample taken at or before `t` (the baseline before a table arrives)."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        super().__init__(daemon=True, name="rss-sampler")
+        self.pid, self.interval = pid, interval
+        self.samples: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.samples.append((time.time(), proc_rss_mib(self.pid)))
+
+    def at(self, t: float) -> float | None:
+        before = [rss for ts, rss in self.samples if ts <= t and rss]
+        return before[-1] if before else None
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(5)
 
 
 def finish(result: dict, ok: bool = True) -> int:

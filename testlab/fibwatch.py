@@ -3,15 +3,25 @@
 DOC: `Watcher(ns, n, proto, timeout)` starts ``python -S fibwatch.py N PROTO TIMEOUT`` inside `ns`
 (stdlib only, so it starts fast and imports nothing the measured process needs); it prints "ready"
 once its baseline is taken, then one JSON line at the end point: `t_end` (wall clock), `count`,
-`dump_count` (a final netlink dump), `method` and the watcher's own `cpu` seconds.
+`dump_count` (a final netlink dump), `method`, `polls` and the watcher's own `cpu` seconds. Both
+address families count (IPv4 and IPv6 routes of `proto` in table main).
 
-The end point is polled on /proc/net/fib_triestat's prefix count of the main trie (a walk in C, ~2
-ms at 100k routes, under RCU only, so it never holds up route writes; nothing but the receiver adds
-routes in a fresh namespace), every 20 ms and every 2 ms for the last 5%, then confirmed by a
-netlink dump counting only `proto` routes in table main. (Reading the route multicast group instead
-costs a recv per route in Python, ~0.3 s of CPU per 100k routes on the cores the receiver needs.)
-The watcher runs at nice 19: on a small machine the receiver saturates the CPUs and must not lose
-them to the measurement; when it goes idle at the end, the watcher gets a CPU at once.
+The end point is counted from the kernel's own route notifications without reading them
+(`NotificationCounter`): a netlink socket joins the IPv4 and IPv6 route groups with a classic BPF
+filter that keeps only RTM_NEWROUTE of `proto` in table main, and the smallest receive buffer. The
+few notifications that fit are drained; every other one is dropped by the kernel and counted in
+the socket's drop counter (SO_MEMINFO, SK_MEMINFO_DROPS), so received + dropped = routes written,
+read by one getsockopt per poll (every 2 ms until routes flow, then every 50 ms, and every 2 ms
+again for the last 5 % or the last half second at the average rate so far). Measured here: 0.04-0.07 CPU-s for 100k routes, exact, done the moment the
+writer is. (The earlier
+method, /proc/net/fib_triestat every 20 ms, walks the whole trie: ~2 ms per read at 100k routes,
+~90 ms at 1M, 2.5 CPU-s during a 500k run; reading every notification costs a recv per route,
+8 CPU-s at 1M on this busy 2-core machine: both took the CPUs the receiver needs.)
+It counts notifications, not distinct routes (a route replaced twice counts twice), so the count
+is confirmed by a netlink dump of both families counting only `proto` routes in table main; if the
+dump shows fewer, the watcher goes on polling dumps (method "netlink dump"). The watcher runs at
+nice 19: on a small machine the receiver saturates the CPUs and must not lose them to the
+measurement; when it goes idle at the end, the watcher gets a CPU at once.
 """
 
 from __future__ import annotations
@@ -71,12 +81,13 @@ def _nl_parse(buf, proto: int, present: set, stop_on_done: bool = False) -> bool
     return False
 
 
-def _nl_dump(proto: int) -> set:
+def _nl_dump(proto: int, family: int = socket.AF_UNSPEC) -> set:
+    """(length, destination) of every `proto` route in table main (both families by default)."""
     s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
     try:
         s.setsockopt(socket.SOL_SOCKET, 33, 1 << 26)  # SO_RCVBUFFORCE
         s.bind((0, 0))
-        req = struct.pack("=IHHII", 28, 26, 0x301, 1, 0) + struct.pack("=BBBBBBBBI", socket.AF_INET, *[0] * 8)
+        req = struct.pack("=IHHII", 28, 26, 0x301, 1, 0) + struct.pack("=BBBBBBBBI", family, *[0] * 8)
         s.send(req)  # RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP
         present: set = set()
         while not _nl_parse(s.recv(1 << 20), proto, present, stop_on_done=True):
@@ -86,41 +97,97 @@ def _nl_dump(proto: int) -> set:
         s.close()
 
 
-def _trie_prefixes() -> int:
-    """Prefixes in the main FIB trie of this namespace (local routes included)."""
-    with open("/proc/net/fib_triestat") as f:
-        main = f.read().split("Main:", 1)[1]
-    return int(main.split("Prefixes:", 1)[1].split(None, 1)[0])
+SO_ATTACH_FILTER, SO_MEMINFO, SK_MEMINFO_DROPS = 26, 55, 8
+NETLINK_NO_ENOBUFS, SOL_NETLINK = 5, 270
+RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x40, 0x400
+
+
+def _route_filter(proto: int) -> bytes:
+    """Classic BPF: keep RTM_NEWROUTE (nlmsg_type 24, host order) in table main of `proto`."""
+    ldb, jeq, ret = 0x30, 0x15, 0x06  # BPF_LD|BPF_B|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+
+    def ins(code, jt, jf, k):
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    return b"".join([
+        ins(ldb, 0, 0, 4), ins(jeq, 0, 7, 24),  # nlmsg_type, low byte
+        ins(ldb, 0, 0, 5), ins(jeq, 0, 5, 0),  # nlmsg_type, high byte
+        ins(ldb, 0, 0, 16 + 4), ins(jeq, 0, 3, RT_TABLE_MAIN),  # rtm_table
+        ins(ldb, 0, 0, 16 + 5), ins(jeq, 0, 1, proto),  # rtm_protocol
+        ins(ret, 0, 0, 0xFFFF), ins(ret, 0, 0, 0),
+    ])
+
+
+class NotificationCounter:
+    """RTM_NEWROUTE notifications of `proto` in table main (IPv4 and IPv6) since construction,
+    counted by the kernel (see the module docstring); `count()` costs one getsockopt plus a recv
+    per notification still queued (a handful at most)."""
+
+    def __init__(self, proto: int) -> None:
+        import ctypes
+
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+        prog = _route_filter(proto)
+        self._prog = ctypes.create_string_buffer(prog)  # must outlive the setsockopt call
+        fprog = struct.pack("HL", len(prog) // 8, ctypes.addressof(self._prog))
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)  # the kernel's minimum
+        self.sock.setsockopt(SOL_NETLINK, NETLINK_NO_ENOBUFS, 1)
+        self.sock.bind((0, RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE))
+        self.sock.setblocking(False)
+        self.received = 0
+
+    def count(self) -> int:
+        while True:
+            try:
+                self.sock.recv(65536)
+            except BlockingIOError:
+                break
+            self.received += 1
+        meminfo = self.sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * (SK_MEMINFO_DROPS + 1))
+        return self.received + struct.unpack_from("=I", meminfo, 4 * SK_MEMINFO_DROPS)[0]
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def watch_routes(n: int, proto: int, timeout: float) -> int:
     """Runs inside the receiving namespace: print "ready" once the baseline is taken, then one
     JSON line when `n` routes of `proto` are in table main (or the deadline passed)."""
     os.nice(19)  # on a saturated machine the watcher must not take CPU from the receiver
-    base = _trie_prefixes() - len(_nl_dump(proto))
+    counter = NotificationCounter(proto)  # first, so that no route is missed
+    base = len(_nl_dump(proto))
     print("ready", flush=True)
     deadline = time.monotonic() + timeout
     close = max(50, n // 20)
-    method, count, t_end = "fib_triestat", 0, 0.0
+    method, count, t_end, polls = "notifications", 0, 0.0, 0
+    t_flow = c_flow = None  # when the first route came, and the count then
     while time.monotonic() < deadline:
-        if method == "fib_triestat":
-            count = _trie_prefixes() - base
+        polls += 1
+        if method == "notifications":
+            count = base + counter.count()
             if count >= n:
                 t_end, usage = time.time(), os.times()
-                count = len(_nl_dump(proto))  # confirm: only `proto` routes count
+                count = len(_nl_dump(proto))  # confirm: distinct `proto` routes
                 if count >= n:
                     break
-                method, t_end = "netlink dump", 0.0  # something else added routes: count ours
+                method, t_end = "netlink dump", 0.0  # replaced routes counted twice: count ours
         else:
             count = len(_nl_dump(proto))
             if count >= n:
                 t_end, usage = time.time(), os.times()
                 break
-        time.sleep(0.002 if n - count <= close else 0.02)  # poll interval, under a deadline
+        now = time.monotonic()
+        if t_flow is None and count > base:
+            t_flow, c_flow = now, count
+        rate = (count - c_flow) / (now - t_flow) if t_flow is not None and now > t_flow else 0.0
+        near = n - count <= close or rate <= 0 or (n - count) / rate < 0.5  # the end may be close
+        time.sleep(0.002 if near else 0.05)  # poll interval, under a deadline
     if not t_end:
         t_end, usage = time.time(), os.times()
+    counter.close()
     final = len(_nl_dump(proto))
-    print(json.dumps({"t_end": t_end, "count": count, "dump_count": final, "method": method,
+    print(json.dumps({"t_end": t_end, "count": count, "dump_count": final, "method": method, "polls": polls,
                       "cpu": usage.user + usage.system}), flush=True)  # CPU up to the end point
     return 0
 
