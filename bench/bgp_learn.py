@@ -231,16 +231,16 @@ def describe_model(model: dict) -> str:
 # ------------------------------------------------------------------------------------------------
 # one run
 
-SPEAKER_RAW = """---
+SPEAKER = """---
 apiVersion: routeagent.io/v1alpha1
 kind: BgpSpeaker
-metadata: {name: speaker}
-spec: {updates: raw}
+metadata: {{name: speaker}}
+spec: {{updates: {updates}}}
 """
 
 
 def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str | None = None,
-            updates: str = "json") -> dict:
+            updates: str = "raw") -> dict:
     """One measurement of receiver `kind` (agent | bird | exabgp_alone) in fresh namespaces; the
     agent and ExaBGP alone get UPDATEs from ExaBGP as `updates` (json | raw)."""
     from contextlib import ExitStack
@@ -249,7 +249,7 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
     from testlab.fibwatch import Watcher
 
     n, fams = table.n, table.families
-    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER_RAW if updates == "raw" else "")
+    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER.format(updates=updates))
     with ExitStack() as stack:
         lab = Lab(os.path.join(workdir, "lab"), stack, peer_bird_config(statics=table.tor, families=fams),
                   tag="bl", ipv6=6 in fams)
@@ -436,7 +436,7 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="size of the 'full' table (1.0: 1M IPv4 + 200k IPv6)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the generated full table")
     ap.add_argument("--receivers", default="agent,exabgp_alone,bird", help="receivers to run (comma list)")
-    ap.add_argument("--updates", choices=("json", "raw"), default="json",
+    ap.add_argument("--updates", choices=("json", "raw"), default="raw",
                     help="how ExaBGP hands UPDATEs to the agent and to ExaBGP alone's helper (BgpSpeaker spec.updates)")
     common_options(ap, runs_of="each receiver and table", only=",".join(TABLES),
                    only_help=f"tables to run (comma list of {', '.join(TABLES)})",
