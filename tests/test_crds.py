@@ -18,6 +18,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from testlab.k8sapi_schema import _type_of  # the test API server's JSON type names
 from agent.config import crds
 from agent.config.base import Metadata
 from agent.config.crds import (
@@ -303,24 +304,6 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 # ---------------------------------------------------------------------------------------------
 # A small validator and defaulter with the API server's semantics
 # ---------------------------------------------------------------------------------------------
-
-
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def validate(value: Any, schema: dict, path: str = "<value>") -> list[str]:
