@@ -59,7 +59,7 @@ from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
 from .child import (
     LogPump, RuntimeDir, check_exabgp, default_runtime_dir, exit_status, resolve_interpreter, spawn,
 )
-from ..core.bgp import Command, Event, PeerStatus, SpeakerRestarted
+from ..core.bgp import Command, Event, PeerStatus, SendNotification, SpeakerRestarted
 from ..core.model import canonical_address
 from .exabgp_conf import read_secrets, render
 from ..config.bgp import BgpPeer, BgpSpeakerSpec, UpdatesMode
@@ -254,7 +254,7 @@ class Speaker:
         version) answers ``error``: then ``teardown 3``, which it sends without graceful restart."""
         if not self.running:
             return
-        waits = {a: self.channel.send_waiting(f"neighbor {a} notify 6 3") for a in addresses}
+        waits = {a: self.channel.send_waiting(SendNotification(a, 6, 3)) for a in addresses}
         try:
             await asyncio.wait_for(asyncio.gather(*waits.values()), DECONFIGURE_WAIT)
         except asyncio.TimeoutError:
