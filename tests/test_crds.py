@@ -18,7 +18,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from testlab.k8sapi_schema import _type_of  # the test API server's JSON type names
+from testlab.k8sapi_schema import _type_of, apply_defaults  # the test API server's (one copy)
 from agent.config import crds
 from agent.config.base import Metadata
 from agent.config.crds import (
@@ -356,23 +356,6 @@ def validate(value: Any, schema: dict, path: str = "<value>") -> list[str]:
             elif not schema.get("x-kubernetes-preserve-unknown-fields"):
                 errors.append(f"{path}.{name}: unknown field")
     return errors
-
-
-def apply_defaults(value: Any, schema: dict) -> Any:
-    """``value`` with the schema's defaults filled in, as the API server does on create/update."""
-    if isinstance(value, dict) and "properties" in schema:
-        out = dict(value)
-        for name, sub in schema["properties"].items():
-            if name not in out and "default" in sub:
-                out[name] = json.loads(json.dumps(sub["default"]))
-            if name in out:
-                out[name] = apply_defaults(out[name], sub)
-        return out
-    if isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
-        return {k: apply_defaults(v, schema["additionalProperties"]) for k, v in value.items()}
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [apply_defaults(v, schema["items"]) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
