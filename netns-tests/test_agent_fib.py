@@ -202,7 +202,8 @@ def test_sigterm_keeps_routes_in_the_kernel(node):
 
 
 def test_readme_demo_command_runs():
-    """The README's first command, exactly: install, then the demo in a throw-away namespace."""
+    """The README's first command, exactly: install, then the demo in throw-away namespaces (its
+    output is the README's 5-minute tour)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(["bash", "scripts/demo.sh"], capture_output=True, text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stderr
