@@ -31,6 +31,7 @@ RIB_COLUMNS = (" ", "Prefix", "Decided-by", "Status", "Origin", "Distance", "Rou
 ADVERT_COLUMNS = ("Prefix", "Peer", "State", "Next-hop", "Policy", "Sources", "Attributes")
 FIB_COLUMNS = ("Prefix", "State", "Route")
 NEXTHOP_COLUMNS = ("Nexthop",)
+WINNING = ("best", "multipath")  # candidate statuses of a RIB winner
 
 
 # ---- the table itself ----------------------------------------------------------------------
@@ -120,12 +121,14 @@ def bgp_parts(b: dict | None) -> list[str]:
 
 
 def rib_rows(routes: Sequence[dict]) -> list[Row]:
-    """One row per candidate; prefix, `*` (installed) and the deciding step on the first row; the
-    decision's note (a foreign winner, nothing usable) on a row of its own after the candidates."""
+    """One row per candidate, the winners first (as birdc lists the best route first); prefix, `*`
+    (installed) and the deciding step on the first row; the decision's note (a foreign winner,
+    nothing usable) in the first row's Info when that is empty, else on a row of its own."""
     rows: list[Row] = []
     for r in routes:
+        start = len(rows)
         head = ("*" if r["installed"] else "", r["prefix"], r["reason"])
-        cands = r["candidates"] or [None]
+        cands = sorted(r["candidates"], key=lambda c: c["status"] not in WINNING) or [None]  # winners first
         for i, c in enumerate(cands):
             first = head if i == 0 else ("", "", "")
             if c is None:
@@ -135,7 +138,9 @@ def rib_rows(routes: Sequence[dict]) -> list[Row]:
             if c["detail"]:
                 info = f"{info}; {c['detail']}" if info else c["detail"]
             rows.append(tuple(_cell(x) for x in (*first, c["status"], c["origin"], c["distance"], c["route"], info)))
-        if r["note"]:
+        if r["note"] and not rows[start][-1]:  # the first row has room for it
+            rows[start] = rows[start][:-1] + (_cell(r["note"]),)
+        elif r["note"]:
             rows.append(("",) * 7 + (_cell(r["note"]),))
     return rows
 

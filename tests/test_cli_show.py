@@ -96,7 +96,7 @@ def test_explain_json_after_the_prefix(api, capsys):
     rc, out, _ = run(capsys, "explain", "10.0.0.0/8", "--json", "--api", api)
     assert (rc, json.loads(out)) == (0, EXPLAIN)
     rc, out, _ = run(capsys, "explain", "10.0.0.0/8", "--api", api)
-    assert out.splitlines()[:2] == ["10.0.0.0/8:", "  best          static/uplinks distance 1: via 10.0.0.1 dev up0"]
+    assert out.splitlines()[:3:2] == ["10.0.0.0/8:", "  best          static/uplinks distance 1: via 10.0.0.1 dev up0"]
 
 
 @pytest.mark.parametrize("view,first", [("peers", "tor4"), ("adverts", "10.244.1.0/24"), ("rib", "*")])

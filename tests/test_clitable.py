@@ -90,32 +90,36 @@ def rib_row(prefix, candidates, *, installed=True, reason="only candidate", note
 
 
 RIB = [
-    rib_row("10.0.0.0/8", [cand("best", "static/uplinks", 1, "via 10.0.0.1 dev up0"),
-                           cand("lost", f"ebgp/{LONG}", 20, "via 10.0.0.1 dev up0", bgp=BGP)],
+    rib_row("10.0.0.0/8", [cand("lost", f"ebgp/{LONG}", 20, "via 10.0.0.1 dev up0", bgp=BGP),  # the API's order
+                           cand("best", "static/uplinks", 1, "via 10.0.0.1 dev up0")],
             reason="administrative distance"),
     rib_row("10.20.1.0/24", [cand("unresolved", "static/s", 1, "via 10.99.0.1",
                                   detail="10.99.0.1 is not reachable: no route")],
             installed=False, reason="no resolvable candidate", note="no usable candidate: nothing installed"),
+    rib_row("10.1.0.0/24", [cand("best", "connected/proto=kernel,metric=0,dev=up0", 0, "dev up0")],
+            installed=False, note="a foreign kernel route wins: route-agent installs nothing"),
     rib_row(f"{V6}/127", [cand("multipath", "ebgp/fd00::1", 20, "via fd00::1 dev up0", bgp=BGP),
                           cand("multipath", "ebgp/fd00:1::1", 20, "via fd00:1::1 dev up1", bgp=BGP)],
             reason="equal-cost multipath"),
 ]
 
 
-def test_rib_one_row_per_candidate_prefix_and_star_once():
+def test_rib_one_row_per_candidate_winner_first_prefix_and_star_once():
     lines = t.rib_lines(RIB)
     rows = parse(lines)
     assert [(r[" "], r["Prefix"], r["Decided-by"], r["Status"], r["Origin"], r["Distance"]) for r in rows] == [
         ("*", "10.0.0.0/8", "administrative distance", "best", "static/uplinks", "1"),
         ("", "", "", "lost", f"ebgp/{LONG}", "20"),
         ("", "10.20.1.0/24", "no resolvable candidate", "unresolved", "static/s", "1"),
-        ("", "", "", "", "", ""),  # the decision's note, on a row of its own
+        ("", "", "", "", "", ""),  # the decision's note, on a row of its own (Info above is taken)
+        ("", "10.1.0.0/24", "only candidate", "best", "connected/proto=kernel,metric=0,dev=up0", "0"),
         ("*", f"{V6}/127", "equal-cost multipath", "multipath", "ebgp/fd00::1", "20"),
         ("", "", "", "multipath", "ebgp/fd00:1::1", "20")]
     assert rows[0]["Route"] == "via 10.0.0.1 dev up0" and rows[0]["Info"] == ""
     assert rows[1]["Info"] == "as-path 65001 65100, local-pref 100, med 0, origin igp, communities 65001:1"
     assert rows[2]["Info"] == "10.99.0.1 is not reachable: no route"
     assert rows[3]["Info"] == "no usable candidate: nothing installed"
+    assert rows[4]["Info"] == "a foreign kernel route wins: route-agent installs nothing"  # room on its row
     assert lines[1].startswith("*  10.0.0.0/8  ")
 
 
@@ -135,7 +139,7 @@ def test_rib_pages_stream_and_repeat_the_header_only_when_a_column_grows():
     # which is never padded); page 3 (an IPv6 prefix) widens Prefix; an empty last page prints nothing
     assert headers == [1, 1, 1, 0] and out[3] == []
     rows = parse([x for lines in out for x in lines])  # every row lines up with the header above it
-    assert [r["Prefix"] for r in rows if r["Prefix"]] == ["10.0.0.0/8", "10.20.1.0/24", f"{V6}/127"]
+    assert [r["Prefix"] for r in rows if r["Prefix"]] == ["10.0.0.0/8", "10.20.1.0/24", "10.1.0.0/24", f"{V6}/127"]
     again, _ = t.rib_page(RIB[:1], w, last=True)  # a page no wider than before: no header
     assert len(again) == 2 and not any(x.split() == list(t.RIB_COLUMNS[1:]) for x in again)
 
