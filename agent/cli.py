@@ -3,14 +3,16 @@
 DOC: `run` starts the agent in the foreground; `validate` checks configuration files offline with
 exactly the checks a running agent applies; `show` and `explain` ask the running agent's local HTTP
 API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print aligned tables (built by
-`agent.clitable` from the decoded JSON) or, with `--json` (before or after the view: `show --json peers`, `show peers --json`), the API's JSON
-unchanged. `show rib` reads the RIB in pages of RIB_PAGE rows (following the API's `next` cursor)
-and prints each page as it arrives, text and JSON alike, so a RIB of any size streams.
+`agent.clitable` from the decoded JSON) or, with `--json` (before or after the view: `show --json
+peers`, `show peers --json`), the API's JSON unchanged. `show rib` reads the RIB in pages of
+RIB_PAGE rows (following the API's `next` cursor) and prints each page as it arrives, text and
+JSON alike, so a RIB of any size streams in constant memory.
+
 Exit statuses: 0 success; 1 the agent could not be reached, answered an error or not JSON (and
 `run`/`validate`/`crds --check` found an invalid configuration or stale files); 2 a usage error;
-141 the reader went away. docs/cli.md describes every command and table.
-Every command that prints stops quietly (exit status 141, as after SIGPIPE) when its reader goes
-away (``route-agent show rib | head``), without a traceback.
+130 `show`/`explain` interrupted (Ctrl-C); 141 the reader of the output went away
+(``route-agent show rib | head``): every command that prints then stops quietly, as after
+SIGPIPE, without a traceback. docs/cli.md describes every command and table.
 """
 
 from __future__ import annotations
@@ -188,7 +190,8 @@ def cmd_crds(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="route-agent", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=_version())
-    p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"))
+    p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"),
+                   help="debug, info (default), warning or error; default $ROUTE_AGENT_LOG")
     p.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("ROUTE_AGENT_LOG_FORMAT", "text"),
                    help="text (default) or json: one object per line (time, level, logger, message, peer)")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
@@ -220,8 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_crds)
     api = os.environ.get("ROUTE_AGENT_API", DEFAULT_API)
     s = sub.add_parser("show", help="show the RIB, the FIB, the BGP peers or the advertisements of a running agent",
+                       usage="%(prog)s [-h] [--json] [--api API] [--peer PEER] {rib,fib,peers,adverts}",
                        description="Print one view of the running agent as an aligned table, or "
-                       "with --json as the API returns it.")
+                       "with --json as the API returns it (docs/cli.md).")
     s.add_argument("what", nargs="?", choices=SHOW_VIEWS, metavar="VIEW",
                    help="rib (candidates per prefix), fib (our kernel routes), peers (BGP sessions and "
                    "counts), adverts (what is advertised to whom)")
@@ -231,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_show, parser=s)
     e = sub.add_parser("explain", help="why a prefix is (not) installed; for an address, its "
                        "longest match (as `ip route get` picks it)")
-    e.add_argument("prefix", help="a prefix (explained exactly, also /32) or an address")
+    e.add_argument("prefix", metavar="PREFIX", help="a prefix (explained exactly, also /32) or an address")
     e.add_argument("--json", action="store_true", help="print the API's JSON unchanged")
     e.add_argument("--api", default=api, help=f"the agent's API (default $ROUTE_AGENT_API or {DEFAULT_API})")
     e.set_defaults(fn=cmd_explain)
@@ -248,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # inside the try: a reader gone is found here, not at exit
     except BrokenPipeError:
         return _reader_gone()
+    except KeyboardInterrupt:
+        if args.fn not in (cmd_show, cmd_explain):
+            raise
+        print(file=sys.stderr)  # Ctrl-C in the middle of a long `show rib`: no traceback
+        return 128 + 2  # what a shell reports for a command killed by SIGINT
     return code
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import ClassVar
 import pytest
 
 from agent import cli
+from testlab.netns import wait_for
 from testlab.tables import parse
 from tests.test_clitable import PEERS, RIB, V6, adv, advert, fib
 
@@ -33,11 +35,15 @@ EXPLAIN = {"prefix": "10.0.0.0/8", "candidates": RIB[0]["candidates"], "reason":
 class _Api(http.server.BaseHTTPRequestHandler):
     rib: ClassVar[list] = RIB
     seen: ClassVar[list] = []
+    release: ClassVar[threading.Event] = threading.Event()  # /api/hang answers once it is set
 
     def do_GET(self):  # noqa: N802
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query))
         self.seen.append(self.path)
+        if url.path == "/api/hang":
+            self.release.wait(60)
+            return self._send(200, [])
         if url.path == "/api/rib":  # pages as the agent serves them: ordered, `next` the cursor
             keys = [r["prefix"] for r in self.rib]
             start = keys.index(q["after"]) + 1 if "after" in q else 0
@@ -69,7 +75,9 @@ def api():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Api)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Api.seen = []
+    _Api.release.clear()
     yield f"http://127.0.0.1:{server.server_port}"
+    _Api.release.set()
     server.shutdown()
     server.server_close()
 
@@ -140,7 +148,7 @@ def test_empty_views(api, capsys, monkeypatch):
     (("show", "routes"), "argument VIEW: invalid choice: 'routes' (choose from 'rib', 'fib', 'peers', 'adverts')"),
     (("show", "rib", "--peer", "tor1"), "--peer is for `show adverts` only"),
     (("show", "peers", "extra"), "unrecognized arguments: extra"),
-    (("explain",), "the following arguments are required: prefix"),
+    (("explain",), "the following arguments are required: PREFIX"),
     ((), "the following arguments are required: COMMAND"),
 ])
 def test_usage_errors_exit_2_with_the_reason(capsys, args, message):
@@ -172,3 +180,19 @@ def test_long_and_ipv6_cells_do_not_break_the_columns(api, capsys):
     _, out, _ = run(capsys, "show", "peers", "--api", api)
     rows = parse(out.splitlines())
     assert rows[1]["Address"] == V6 and rows[2]["Family"] == "ipv6-unicast"
+
+
+def test_ctrl_c_while_waiting_for_the_agent_exits_130_without_a_traceback(api):
+    """A long `show rib` interrupted: the shell's status for SIGINT, no traceback. (`run` is not
+    concerned: the agent handles SIGINT itself.) The API address ends in /api/hang?, so the CLI's
+    request for the RIB waits there."""
+    p = subprocess.Popen([sys.executable, "-m", "agent", "show", "rib", "--api", api + "/api/hang?"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        wait_for(lambda: any(x.startswith("/api/hang") for x in _Api.seen), 30, what="the CLI's request")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert (p.returncode, out) == (130, "") and "Traceback" not in err and "KeyboardInterrupt" not in err
