@@ -2,10 +2,17 @@
 
 DOC: `run` starts the agent in the foreground; `validate` checks configuration files offline with
 exactly the checks a running agent applies; `show` and `explain` ask the running agent's local HTTP
-API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print text or `--json`;
-`show rib` reads the RIB in pages of RIB_PAGE rows (following the API's `next` cursor).
-Every command that prints stops quietly (exit status 141, as after SIGPIPE) when its reader goes
-away (``route-agent show rib | head``), without a traceback.
+API (ROUTE_AGENT_API or --api, default http://127.0.0.1:9180) and print aligned tables (built by
+`agent.clitable` from the decoded JSON) or, with `--json` (before or after the view: `show --json
+peers`, `show peers --json`), the API's JSON unchanged. `show rib` reads the RIB in pages of
+RIB_PAGE rows (following the API's `next` cursor) and prints each page as it arrives, text and
+JSON alike, so a RIB of any size streams in constant memory.
+
+Exit statuses: 0 success; 1 the agent could not be reached, answered an error or not JSON (and
+`run`/`validate`/`crds --check` found an invalid configuration or stale files); 2 a usage error;
+130 `show`/`explain` interrupted (Ctrl-C); 141 the reader of the output went away
+(``route-agent show rib | head``): every command that prints then stops quietly, as after
+SIGPIPE, without a traceback. docs/cli.md describes every command and table.
 """
 
 from __future__ import annotations
@@ -15,23 +22,43 @@ import asyncio
 import json
 import os
 import sys
+import textwrap
 import urllib.error
 import urllib.parse
 import urllib.request
 
+from . import clitable
+
 DEFAULT_API = "http://127.0.0.1:9180"
 RIB_PAGE = 1000  # rows per /api/rib request
+TIMEOUT = 10  # seconds per API request
+SHOW_VIEWS = ("rib", "fib", "peers", "adverts")
 
 
 def _get(api: str, path: str):
+    """GET `path` from the agent's API and decode its JSON; every failure is a SystemExit with one
+    line that says what went wrong (exit status 1)."""
+    url = api.rstrip("/") + path
     try:
-        with urllib.request.urlopen(api.rstrip("/") + path, timeout=10) as resp:
-            return json.load(resp)
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:
+            body = resp.read()
     except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
-        raise SystemExit(f"route-agent: {path}: HTTP {exc.code}: {body}") from None
-    except OSError as exc:
-        raise SystemExit(f"route-agent: cannot reach the agent at {api}: {exc}") from None
+        text = exc.read().decode(errors="replace").strip()
+        try:
+            text = json.loads(text)["error"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        raise SystemExit(f"route-agent: the agent at {api} answered {path.split('?')[0]} with "
+                         f"HTTP {exc.code}: {text}") from None
+    except (OSError, ValueError) as exc:  # refused, no route, timeout; ValueError: a malformed URL
+        why = getattr(exc, "reason", None) or exc
+        raise SystemExit(f"route-agent: cannot reach the agent at {api}: {why} (is it running? "
+                         f"the address is --api or $ROUTE_AGENT_API)") from None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise SystemExit(f"route-agent: the answer from {url} is not JSON (is {api} the agent's "
+                         f"API address?): {body[:80]!r}") from None
 
 
 def cmd_run(args) -> int:
@@ -64,137 +91,93 @@ def cmd_validate(args) -> int:
     return validate_main(args.path)
 
 
-def _bgp_text(c) -> str:
-    b = c.get("bgp")
-    if not b:
-        return ""
-    parts = [f"as-path {' '.join(map(str, b['asPath'])) or '(empty)'}", f"local-pref {b['localPref']}",
-             f"med {b['med']}", f"origin {b['origin']}"]
-    if b["communities"]:
-        parts.append("communities " + " ".join(b["communities"]))
-    if b["largeCommunities"]:
-        parts.append("large " + " ".join(b["largeCommunities"]))
-    return "  {" + ", ".join(parts) + "}"
-
-
-def _print_rib(rows) -> None:
-    for row in rows:
-        mark = "*" if row["installed"] else " "
-        print(f"{mark} {row['prefix']}  ({row['reason']}){'  ' + row['note'] if row['note'] else ''}")
-        for c in row["candidates"]:
-            detail = f"  [{c['detail']}]" if c["detail"] else ""
-            print(f"    {c['status']:<13} {c['origin']:<32} distance {c['distance']:<3} {c['route']}"
-                  f"{_bgp_text(c)}{detail}")
-
-
-def _print_peers(rows) -> None:
-    print(f"{'peer':<26} {'AS':>10} {'type':<5} {'state':<10} {'for':>8}  family        recv  accept  reject  inst  max-prefix")
-    for p in rows:
-        since = f"{p['for_seconds']:.0f}s" if p["for_seconds"] is not None else "-"
-        head = f"{p['name'] + ' ' + p['address']:<26} {p['peerAS']:>10} {p['type']:<5} {p['state']:<10} {since:>8}"
-        for i, (fam, f) in enumerate(p["families"].items()):
-            mp = f["maxPrefix"]
-            mps = f"{mp['count']}/{mp['limit']} {mp['state']}" if mp else "-"
-            plus = "+" if f.get("rejectedNotKept") else ""  # beyond the stored rejections: at least
-            print(f"{head if i == 0 else '':<64}  {fam:<12} {str(f['received']) + plus:>6} {f['accepted']:>7} "
-                  f"{str(f['rejected']) + plus:>7} {f['installed']:>5}  {mps}")
-        extra = [x for x in (p["reason"] and f"last: {p['reason']}", p["stale"] and f"{p['stale']} stale routes",
-                             p["held_down"] and "held down (max-prefix)") if x]
-        if extra:
-            print(f"{'':<28}{'; '.join(extra)}")
-
-
-def _print_adverts(rows) -> None:
-    for row in rows:
-        print(row["prefix"])
-        for peer, a in row["peers"].items():
-            attrs = [f"next-hop {a['nextHop']}"]
-            attrs += [f"{k} {a[v]}" for k, v in (("local-pref", "localPref"), ("med", "med")) if a[v] is not None]
-            if a["prepend"]:
-                attrs.append(f"prepend {a['prepend']}")
-            if a["communities"]:
-                attrs.append("communities " + " ".join(a["communities"]))
-            if a["largeCommunities"]:
-                attrs.append("large " + " ".join(a["largeCommunities"]))
-            state = "announced" if a["announced"] else "pending (session not up)"
-            print(f"    to {peer:<24} {', '.join(attrs)}  [from {', '.join(a['sources'])}; {a['policy']}; {state}]")
-
-
-def _print_fib(data) -> None:
-    print(f"# table {data['table']} protocol {data['protocol']}"
-          f"{'' if data['gate_open'] else ' (sync gate closed: adopted routes held)'}")
-    for r in data["routes"]:
-        print(f"{r['prefix']} {r['route']}{'  (stale)' if r['stale'] else ''}")
-    for r in data["pending"]:
-        print(f"pending: {r['prefix']} {r['route']}")
-    for r in data["failed"]:
-        print(f"failed: {r['prefix']} {r['op']}: {r['error']}")
+def _print(lines) -> None:
+    sys.stdout.write("".join(f"{x}\n" for x in lines))
 
 
 def _rib_pages(api: str):
-    """The RIB page by page, following the `next` cursor of /api/rib."""
+    """The RIB page by page, following the `next` cursor of /api/rib: (rows, is the last page)."""
     after = None
     while True:
         query = {"limit": RIB_PAGE} | ({"after": after} if after else {})
         page = _get(api, "/api/rib?" + urllib.parse.urlencode(query))
-        yield page["routes"]
         after = page["next"]
+        yield page["routes"], after is None
         if after is None:
             return
 
 
+def _show_rib(api: str, as_json: bool) -> None:
+    """Page by page as the pages come: text through `clitable.rib_page`; JSON as one list, written
+    row by row (the same text `json.dumps(rows, indent=2)` gives), so no page is kept."""
+    widths, first = None, True
+    for rows, last in _rib_pages(api):
+        if not as_json:
+            lines, widths = clitable.rib_page(rows, widths, last)
+            _print(lines)
+            continue
+        for row in rows:
+            sys.stdout.write(("[\n" if first else ",\n") + textwrap.indent(json.dumps(row, indent=2), "  "))
+            first = False
+    if as_json:
+        sys.stdout.write("[]\n" if first else "\n]\n")
+
+
 def cmd_show(args) -> int:
+    if args.what is None:
+        args.parser.error("say what to show: rib, fib, peers or adverts")
+    if args.peer and args.what != "adverts":
+        args.parser.error("--peer is for `show adverts` only")
     if args.what == "rib":
-        if args.json:
-            print(json.dumps([row for rows in _rib_pages(args.api) for row in rows], indent=2))
-        else:
-            for rows in _rib_pages(args.api):  # print each page as it comes
-                _print_rib(rows)
+        _show_rib(args.api, args.json)
         return 0
-    query = f"?{urllib.parse.urlencode({'peer': args.peer})}" if args.peer and args.what == "adverts" else ""
+    query = f"?{urllib.parse.urlencode({'peer': args.peer})}" if args.peer else ""
     data = _get(args.api, f"/api/{args.what}{query}")
     if args.json:
         print(json.dumps(data, indent=2))
-    elif args.what == "peers":
-        _print_peers(data)
-    elif args.what == "adverts":
-        _print_adverts(data)
-    else:
-        _print_fib(data)
+        return 0
+    render = {"peers": clitable.peers_lines, "adverts": clitable.adverts_lines, "fib": clitable.fib_lines}
+    _print(render[args.what](data))
     return 0
+
+
+def explain_lines(data: dict) -> list[str]:
+    """`explain`'s text from /api/explain's JSON: the candidates with their status, the import
+    verdict per peer, the export per peer, the deciding step, and the wanted and actual kernel route."""
+    out = []
+    if "query" in data:  # an address: its longest match, as `ip route get` would pick it
+        out.append(f"{data['query']}: longest match {data['prefix'] or '- (no route covers it)'}")
+        out += [f"  more specific, not in the kernel: {m['prefix']}: {m['why']}" for m in data["more_specific"]]
+        if data["prefix"] is None:
+            return out
+    out.append(f"{data['prefix']}:")
+    if not data["candidates"]:
+        out.append("  no candidate from any source")
+    for c in data["candidates"]:
+        detail = f" ({c['detail']})" if c["detail"] else ""
+        bgp = clitable.bgp_parts(c.get("bgp"))
+        bgp_text = "  {" + ", ".join(bgp) + "}" if bgp else ""
+        out.append(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{bgp_text}{detail}")
+    for b in data.get("bgp", []):
+        verdict = "accepted" if b["accepted"] else "rejected"
+        out.append(f"  from peer {b['peer']}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
+    for e in data.get("export", []):
+        if e["advertised"]:
+            state = "announced" if e["announced"] else "pending"
+            out.append(f"  advertised to {e['peer']} ({state}; from {', '.join(e['sources'])}; {e['policy']})")
+        else:
+            out.append(f"  not advertised to {e['peer']}: {e['reason']} ({e['policy'] or '-'} {e['statement']})")
+    out.append(f"  decided by: {data['reason']}")
+    if data["note"]:
+        out.append(f"  {data['note']}")
+    out.append(f"  wanted in kernel: {data['desired'] or '-'}")
+    out.append(f"  kernel: {data['kernel'] or '-'}  [{data['fib_state']}]")
+    return out
 
 
 def cmd_explain(args) -> int:
     data = _get(args.api, "/api/explain?" + urllib.parse.urlencode({"prefix": args.prefix}))
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    if "query" in data:  # an address: its longest match, as `ip route get` would pick it
-        print(f"{data['query']}: longest match {data['prefix'] or '- (no route covers it)'}")
-        for m in data["more_specific"]:
-            print(f"  more specific, not in the kernel: {m['prefix']}: {m['why']}")
-        if data["prefix"] is None:
-            return 0
-    print(f"{data['prefix']}:")
-    if not data["candidates"]:
-        print("  no candidate from any source")
-    for c in data["candidates"]:
-        detail = f" ({c['detail']})" if c["detail"] else ""
-        print(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{_bgp_text(c)}{detail}")
-    for b in data.get("bgp", []):
-        verdict = "accepted" if b["accepted"] else "rejected"
-        print(f"  from peer {b['peer']}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
-    for e in data.get("export", []):
-        if e["advertised"]:
-            state = "announced" if e["announced"] else "pending"
-            print(f"  advertised to {e['peer']} ({state}; from {', '.join(e['sources'])}; {e['policy']})")
-        else:
-            print(f"  not advertised to {e['peer']}: {e['reason']} ({e['policy'] or '-'} {e['statement']})")
-    print(f"  decided by: {data['reason']}")
-    if data["note"]:
-        print(f"  {data['note']}")
-    print(f"  wanted in kernel: {data['desired'] or '-'}")
-    print(f"  kernel: {data['kernel'] or '-'}  [{data['fib_state']}]")
+    _print([json.dumps(data, indent=2)] if args.json else explain_lines(data))
     return 0
 
 
@@ -207,10 +190,12 @@ def cmd_crds(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="route-agent", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=_version())
-    p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"))
+    p.add_argument("--log-level", default=os.environ.get("ROUTE_AGENT_LOG", "info"),
+                   help="debug, info (default), warning or error; default $ROUTE_AGENT_LOG")
     p.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("ROUTE_AGENT_LOG_FORMAT", "text"),
                    help="text (default) or json: one object per line (time, level, logger, message, peer)")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                           title="commands (route-agent COMMAND --help for each)")
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", help="YAML file or directory of YAML files (standalone mode)")
     r.add_argument("--kubernetes", action="store_true",
@@ -237,17 +222,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --out: exit 1 when the files in DIR differ from the models")
     c.set_defaults(fn=cmd_crds)
     api = os.environ.get("ROUTE_AGENT_API", DEFAULT_API)
-    s = sub.add_parser("show", help="show the RIB or the FIB of a running agent")
-    s.add_argument("what", choices=["rib", "fib", "peers", "adverts"])
+    s = sub.add_parser("show", help="show the RIB, the FIB, the BGP peers or the advertisements of a running agent",
+                       usage="%(prog)s [-h] [--json] [--api API] [--peer PEER] {rib,fib,peers,adverts}",
+                       description="Print one view of the running agent as an aligned table, or "
+                       "with --json as the API returns it (docs/cli.md).")
+    s.add_argument("what", nargs="?", choices=SHOW_VIEWS, metavar="VIEW",
+                   help="rib (candidates per prefix), fib (our kernel routes), peers (BGP sessions and "
+                   "counts), adverts (what is advertised to whom)")
     s.add_argument("--peer", help="adverts: only this peer (address or BgpPeer name)")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--api", default=api)
-    s.set_defaults(fn=cmd_show)
+    s.add_argument("--json", action="store_true", help="print the API's JSON unchanged")
+    s.add_argument("--api", default=api, help=f"the agent's API (default $ROUTE_AGENT_API or {DEFAULT_API})")
+    s.set_defaults(fn=cmd_show, parser=s)
     e = sub.add_parser("explain", help="why a prefix is (not) installed; for an address, its "
                        "longest match (as `ip route get` picks it)")
-    e.add_argument("prefix", help="a prefix (explained exactly, also /32) or an address")
-    e.add_argument("--json", action="store_true")
-    e.add_argument("--api", default=api)
+    e.add_argument("prefix", metavar="PREFIX", help="a prefix (explained exactly, also /32) or an address")
+    e.add_argument("--json", action="store_true", help="print the API's JSON unchanged")
+    e.add_argument("--api", default=api, help=f"the agent's API (default $ROUTE_AGENT_API or {DEFAULT_API})")
     e.set_defaults(fn=cmd_explain)
     return p
 
@@ -262,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # inside the try: a reader gone is found here, not at exit
     except BrokenPipeError:
         return _reader_gone()
+    except KeyboardInterrupt:
+        if args.fn not in (cmd_show, cmd_explain):
+            raise
+        print(file=sys.stderr)  # Ctrl-C in the middle of a long `show rib`: no traceback
+        return 128 + 2  # what a shell reports for a command killed by SIGINT
     return code
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 from testlab.netns import ip, ip_json, wait_for
+from testlab.tables import parse
 from conftest import PROTO, agent_config, gateways, static_routes, without_nhid
 
 ROUTES = """\
@@ -181,10 +182,13 @@ def test_readyz_metrics_and_cli_views(node):
     assert "static/uplinks" in out and "installed" in out
     show = subprocess.run(["ip", "netns", "exec", node.ns, sys.executable, "-m", "agent", "show", "fib"],
                           capture_output=True, text=True, check=True).stdout
-    assert "192.0.2.0/24 via 10.0.0.1 dev up0 metric 20" in without_nhid(show)
+    fib = {r["Prefix"]: (r["State"], without_nhid(" " + r["Route"]).strip())
+           for r in parse(show.split("\n\n")[0].splitlines()[1:])}
+    assert fib["192.0.2.0/24"] == ("installed", "via 10.0.0.1 dev up0 metric 20")
     rib = subprocess.run(["ip", "netns", "exec", node.ns, sys.executable, "-m", "agent", "show", "rib"],
                          capture_output=True, text=True, check=True).stdout
-    assert "* 198.18.0.0/16" in rib and "static/uplinks" in rib  # read page by page
+    row = next(r for r in parse(rib.splitlines()) if r["Prefix"] == "198.18.0.0/16")  # read page by page
+    assert (row[" "], row["Origin"]) == ("*", "static/uplinks")
     page = node.api("/api/rib?limit=1")
     assert len(page["routes"]) == 1 and page["next"] == page["routes"][0]["prefix"]
 
@@ -217,8 +221,9 @@ def test_readme_demo_command_runs():
     routes = text.split("$ route-agent show peers")[0]
     for refused in ("default", "10.244.1.0/24", "192.0.2.0/24", "198.18.100.0/24", "fd00:244:1::/64"):
         assert refused not in routes, refused
-    peers = [l.split() for l in text.splitlines() if l.startswith("upstream")]
-    assert [p[:2] + p[4:5] + p[-5:-1] for p in peers] == [
+    table = text.split("$ route-agent show peers\n")[1].split("\n\n")[0].splitlines()
+    peers = [[r[k] for k in ("Name", "Address", "State", "Recv", "Accept", "Reject", "Inst")] for r in parse(table)]
+    assert peers == [
         ["upstream4", "10.99.0.1", "up", "29", "25", "4", "25"],
         ["upstream6", "fd00:99::1", "up", "10", "8", "2", "8"]]
     assert "accepted by from-upstream benchmark-and-doc-nets" in text

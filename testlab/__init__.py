@@ -7,5 +7,6 @@ Kubernetes API server: list/watch, resourceVersions, bookmarks, 410, status, RBA
 runs), and the benchmarks' lab: `benchlab` (two namespaces, a BIRD peer, agent and ExaBGP
 start-up, repeats and the last-line JSON), `fibwatch` (the kernel route watcher process),
 `feed` (an Internet-like table and the BIRD configuration announcing it), `procstat` (CPU, RSS
-and write counters from /proc). Used by `tests/`, `netns-tests/`, `bench/` and the demo; never imported by `agent`.
+and write counters from /proc), `tables` (reads the CLI's text tables back, checking that
+they line up). Used by `tests/`, `netns-tests/`, `bench/` and the demo; never imported by `agent`.
 """

@@ -133,15 +133,16 @@ async def test_a_rib_page_is_bounded_work_between_yields_to_the_loop(monkeypatch
 
 async def test_cli_show_rib_follows_the_cursor(monkeypatch, capsys):
     from agent import cli
+    from testlab.tables import parse
 
     monkeypatch.setattr(cli, "RIB_PAGE", 4)
     server, port, _ = await start(FakeView(PREFIXES))
     try:
         rc = await asyncio.to_thread(cli.main, ["show", "rib", "--api", f"http://127.0.0.1:{port}"])
         assert rc == 0
-        text = capsys.readouterr().out
-        assert [line.split()[1] for line in text.splitlines()] == [
-            str(p) for p in sorted(Prefix.parse(p) for p in PREFIXES)]
+        rows = parse(capsys.readouterr().out.splitlines())  # aligned, a header again if a page widens
+        assert [(r[" "], r["Prefix"]) for r in rows] == [
+            ("*", str(p)) for p in sorted(Prefix.parse(p) for p in PREFIXES)]
         rc = await asyncio.to_thread(cli.main, ["show", "rib", "--json", "--api", f"http://127.0.0.1:{port}"])
         assert len(json.loads(capsys.readouterr().out)) == len(PREFIXES)
     finally:
