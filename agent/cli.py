@@ -77,13 +77,17 @@ def _bgp_text(c) -> str:
     return "  {" + ", ".join(parts) + "}"
 
 
+def _origin(c) -> str:
+    return c["origin"] if c.get("pathId") is None else f"{c['origin']} path {c['pathId']}"
+
+
 def _print_rib(rows) -> None:
     for row in rows:
         mark = "*" if row["installed"] else " "
         print(f"{mark} {row['prefix']}  ({row['reason']}){'  ' + row['note'] if row['note'] else ''}")
         for c in row["candidates"]:
             detail = f"  [{c['detail']}]" if c["detail"] else ""
-            print(f"    {c['status']:<13} {c['origin']:<32} distance {c['distance']:<3} {c['route']}"
+            print(f"    {c['status']:<13} {_origin(c):<32} distance {c['distance']:<3} {c['route']}"
                   f"{_bgp_text(c)}{detail}")
 
 
@@ -180,10 +184,11 @@ def cmd_explain(args) -> int:
         print("  no candidate from any source")
     for c in data["candidates"]:
         detail = f" ({c['detail']})" if c["detail"] else ""
-        print(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{_bgp_text(c)}{detail}")
+        print(f"  {c['status']:<13} {_origin(c)} distance {c['distance']}: {c['route']}{_bgp_text(c)}{detail}")
     for b in data.get("bgp", []):
         verdict = "accepted" if b["accepted"] else "rejected"
-        print(f"  from peer {b['peer']}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
+        path = f" path {b['pathId']}" if b.get("pathId") is not None else ""
+        print(f"  from peer {b['peer']}{path}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
     for e in data.get("export", []):
         if e["advertised"]:
             state = "announced" if e["announced"] else "pending"
