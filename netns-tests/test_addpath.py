@@ -12,6 +12,8 @@ gets BIRD's best path only: one next hop.
 
 from __future__ import annotations
 
+import signal
+
 from testlab.bird import Bird, base_config, bgp_protocol
 from testlab.netns import wait_for
 from conftest import agent_config, gateways
@@ -114,7 +116,9 @@ def test_two_upstreams_through_one_add_path_session_become_ecmp(bgp_lab):
 
 
 def test_without_add_path_the_agent_sees_birds_best_path_only(bgp_lab):
-    """The reason for ADD-PATH: the same setup without it gives a single next hop."""
+    """The reason for ADD-PATH: the same setup without it gives a single next hop. Turning
+    ``addPath`` on with a reload resets the session (ExaBGP re-opens it with the capability)
+    and the routes become ECMP."""
     node, _ = start(bgp_lab, add_path=False)
     routes = node.wait_routes(lambda r: all(hops(r, V4)[p] for p in V4), timeout=60)
     wait_for(lambda: bgp_lab.birds["local"].cmd("show", "protocols").count("Established") >= 5, 30,
@@ -124,3 +128,8 @@ def test_without_add_path_the_agent_sees_birds_best_path_only(bgp_lab):
     assert all(len(hops(routes, V4)[p]) == 1 for p in V4), routes
     exp = node.api(f"/api/explain?prefix={V4[0]}")
     assert len(exp["candidates"]) == 1 and "pathId" not in exp["candidates"][0]
+    bgp_lab.birds["local"].reconfigure(local_bird(add_paths=True))  # BIRD offers it (its session resets)
+    node.write("peers.yaml", agent_peer(add_path=True))
+    node.procs[-1].send_signal(signal.SIGHUP)
+    node.wait_routes(lambda r: hops(r, V4) == {p: BOTH4 for p in V4}, timeout=60)
+    node.wait_routes(lambda r: hops(r, V6) == {p: BOTH6 for p in V6}, family=6, timeout=60)

@@ -28,7 +28,7 @@ UP1 = PathAttrs(as_path=(65001,))
 UP2 = PathAttrs(as_path=(65001,), med=0)  # another object, equal in what best path reads
 
 
-def stage(**peer) -> "imp.ImportStage":
+def stage(**peer):
     s = imp.ImportStage(imp.Guard([], []), {})
     s.set_peer(imp.ImportPeer(BIRD, 65000, False, None, router_id=BIRD, **peer))  # iBGP: no policy needed
     return s
