@@ -6,13 +6,15 @@ namespace (no kernel protocol, no ``merge paths``), which relays both paths of e
 agent over its one loopback session with ``add paths tx``. The agent (BgpPeer ``addPath:
 {receive: true}``) keeps both as candidates of their own and installs one route with two next
 hops; a path withdrawn by one upstream leaves a single-path route, and comes back as ECMP when
-re-announced. IPv4 and IPv6 (MP-BGP over the one IPv4 session). Without ``addPath`` the agent
+re-announced. IPv4 and IPv6 (MP-BGP over the one IPv4 session), raw and json UPDATEs. Without ``addPath`` the agent
 gets BIRD's best path only: one next hop.
 """
 
 from __future__ import annotations
 
 import signal
+
+import pytest
 
 from testlab.bird import Bird, base_config, bgp_protocol
 from testlab.netns import wait_for
@@ -51,24 +53,24 @@ def local_bird(add_paths: bool) -> str:
             "}\n")
 
 
-def agent_peer(add_path: bool) -> str:
+def agent_peer(add_path: bool, updates: str = "raw") -> str:
     extra = ", addPath: {receive: true}" if add_path else ""
     return ("apiVersion: routeagent.io/v1alpha1\nkind: BgpPeer\nmetadata: {name: local-bird}\n"
             "spec: {peerAddress: 127.0.0.1, port: 1179, peerAS: 65000, localAS: 65000,\n"
             "       routerId: 10.0.0.253, localAddress: 127.0.0.2, holdTime: 9,\n"
             f"       families: [ipv4-unicast, ipv6-unicast]{extra}}}\n---\n"
             "apiVersion: routeagent.io/v1alpha1\nkind: BgpSpeaker\nmetadata: {name: speaker}\n"
-            "spec: {listenAddresses: []}\n")
+            f"spec: {{listenAddresses: [], updates: {updates}}}\n")
 
 
-def start(bgp_lab, add_path: bool):
+def start(bgp_lab, add_path: bool, updates: str = "raw"):
     node = bgp_lab.node
     ups = [Bird(bgp_lab.tor, bgp_lab.tmp / f"up{i}", upstream(i)) for i in (0, 1)]
     for i, b in enumerate(ups):
         bgp_lab.birds[f"up{i}"] = b
     bgp_lab.birds["local"] = Bird(node.ns, bgp_lab.tmp / "local", local_bird(add_path))
     node.write("agent.yaml", agent_config("  fib:\n    staleSeconds: 15\n"))
-    node.write("peers.yaml", agent_peer(add_path))
+    node.write("peers.yaml", agent_peer(add_path, updates))
     node.start()
     return node, ups
 
@@ -77,8 +79,11 @@ def hops(routes: dict, prefixes) -> dict:
     return {p: gateways(routes[p]) if p in routes else None for p in prefixes}
 
 
-def test_two_upstreams_through_one_add_path_session_become_ecmp(bgp_lab):
-    node, ups = start(bgp_lab, add_path=True)
+@pytest.mark.parametrize("updates", ["raw", "json"])
+def test_two_upstreams_through_one_add_path_session_become_ecmp(bgp_lab, updates):
+    """Both ways UPDATEs reach the agent: the wire codec (raw) and ExaBGP's JSON
+    (``path-information``)."""
+    node, ups = start(bgp_lab, add_path=True, updates=updates)
     ecmp4 = {p: BOTH4 for p in V4}
     ecmp6 = {p: BOTH6 for p in V6}
     node.wait_routes(lambda r: hops(r, V4) == ecmp4, timeout=60)
