@@ -138,3 +138,38 @@ def test_without_add_path_the_agent_sees_birds_best_path_only(bgp_lab):
     node.procs[-1].send_signal(signal.SIGHUP)
     node.wait_routes(lambda r: hops(r, V4) == {p: BOTH4 for p in V4}, timeout=60)
     node.wait_routes(lambda r: hops(r, V6) == {p: BOTH6 for p in V6}, family=6, timeout=60)
+
+
+def test_restarts_keep_the_ecmp_routes_untouched(bgp_lab, monitor_factory):
+    """Per-path state through both restarts: the agent SIGKILLed and started again (its ECMP
+    routes adopted, the gate opens at BIRD's End-of-RIB, zero route events), then the local BIRD
+    killed and started with -R (graceful restart: both paths of each prefix stale, re-sent with
+    their ids, nothing swept: zero route events)."""
+    node, _ = start(bgp_lab, add_path=True)
+    node.wait_routes(lambda r: hops(r, V4) == {p: BOTH4 for p in V4}, timeout=60)
+    node.wait_routes(lambda r: hops(r, V6) == {p: BOTH6 for p in V6}, family=6, timeout=60)
+    wait_for(node.converged, 20)
+    before = node.routes(4), node.routes(6)
+    mon = monitor_factory(node.ns)
+    node.kill(node.procs[-1])
+    node.start()
+    wait_for(lambda: all(p["state"] == "up" for p in node.api("/api/peers")), 40, what="session up")
+    wait_for(node.converged, 30)
+    mon.mark()
+    assert [e for e in mon.events() if any(p in e for p in V4 + V6)] == []
+    assert (node.routes(4), node.routes(6)) == before
+    local = bgp_lab.birds["local"]
+    local.proc.kill()
+    local.proc.wait(5)
+    local.close()
+    wait_for(lambda: any(p["state"] != "up" for p in node.api("/api/peers")), 20, what="session down")
+    peer = node.api("/api/peers")[0]
+    assert peer["stale"] == 2 * (len(V4) + len(V6)), peer  # stale per path
+    again = Bird(node.ns, bgp_lab.tmp / "local2", local_bird(True), recovery=True)
+    bgp_lab.birds["local"] = again
+    wait_for(lambda: all(p["state"] == "up" for p in node.api("/api/peers")), 40, what="session up again")
+    wait_for(lambda: node.api("/api/peers")[0]["stale"] == 0, 60, what="End-of-RIB: nothing stale")
+    wait_for(node.converged, 30)
+    mon.mark()
+    assert [e for e in mon.events() if any(p in e for p in V4 + V6)] == []
+    assert (node.routes(4), node.routes(6)) == before
