@@ -258,6 +258,20 @@ def test_add_path_ids_kept_beside_the_prefixes():
     assert ev6.path_ids == (9, 0) and ev6.withdrawn_path_ids == (4,)
 
 
+@pytest.mark.parametrize("v6, plen", [(False, 24), (False, 0), (False, 32), (True, 48), (True, 128), (True, 61)])
+def test_add_path_field_of_one_length_read_by_columns(v6, plen):
+    """A big ADD-PATH field of one prefix length takes the column path: same entries as one by one."""
+    import ipaddress
+    net = ipaddress.ip_network("2001:db8::/32" if v6 else "10.0.0.0/8")
+    nets = [str(n) for n, _ in zip(net.subnets(new_prefix=max(plen, net.prefixlen)), range(40))] if plen >= 8 \
+        else ["0.0.0.0/0"] * 40
+    ids = [(i * 7919) % 2**32 for i in range(len(nets))]
+    data = w.nlri(nets, ids)
+    slow = [(i, P(n)) for i, n in zip(ids, nets)]
+    assert nlri_entries(data, 0, len(data), v6, True) == slow
+    assert nlri_entries(data + b"\0", 0, len(data) + 1, v6, True) is None  # a short last entry
+
+
 def test_add_path_one_prefix_fast_path_and_mp_ipv4():
     """The one-prefix shortcut is not taken with ADD-PATH; IPv4 in MP_REACH keeps its ids too."""
     ev = routes(w.update(attrs=BASE, nlri=w.nlri(["10.0.0.0/24"], [5])), CAP_ASN4 | CAP_ADDPATH_V4)

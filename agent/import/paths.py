@@ -53,7 +53,7 @@ def receive_paths(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequen
     bound = st.bound
     shared = st.loop_verdict if st.looped(attrs) else (st.fixed if bound is None else None)
     per_prefix = shared is None and bound.reads_prefix  # type: ignore[union-attr]
-    cand = mods = None
+    cand = mods = path_cand = last_pid = None
     accepted = 0
     rejected: dict[Reason, int] = {}
     decision = _OK
@@ -97,7 +97,10 @@ def receive_paths(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequen
             if cand is None or verdict.mods is not mods:
                 mods = verdict.mods
                 cand = st.candidate(nexthop, attrs, mods)
-            out.append(_update((prefix, origin, st.path_candidate(cand, pid), pid)))
+                path_cand = None
+            if path_cand is None or pid != last_pid:  # (an UPDATE's paths share their id, often)
+                path_cand, last_pid = st.path_candidate(cand, pid), pid
+            out.append(_update((prefix, origin, path_cand, pid)))
             continue
         rejected[verdict.reason] = rejected.get(verdict.reason, 0) + 1
         if st.rejected_kept < stage.keep_rejected:

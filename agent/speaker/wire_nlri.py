@@ -100,7 +100,22 @@ def nlri_entries(data: bytes, pos: int, end: int, v6: bool, addpath: bool) -> li
 
 def _path_entries(data: bytes, pos: int, end: int, v6: bool) -> list[tuple[int, Prefix]] | None:
     """An ADD-PATH field: the path ids are cut out, the prefixes left are read in one `prefixes`
-    call (so a big field of one length still takes `_one_length`)."""
+    call. A field of prefixes of one length (a big UPDATE) is cut column by column, as
+    `_one_length` reads it, without a Python step per prefix."""
+    if end - pos >= 5:
+        plen = data[pos + 4]
+        step = 5 + ((plen + 7) >> 3)
+        size = end - pos
+        if size >= 8 * step and not size % step and plen <= (128 if v6 else 32) \
+                and data[pos + 4:end:step] == bytes((plen,)) * (size // step):
+            count, width = size // step, step - 4
+            ids = bytearray(4 * count)
+            for j in range(4):
+                ids[j::4] = data[pos + j:end:step]
+            rest = bytearray(width * count)
+            for j in range(width):
+                rest[j::width] = data[pos + 4 + j:end:step]
+            return list(zip(struct.unpack(f">{count}I", ids), _one_length(bytes(rest), 0, len(rest), plen, width, v6)))
     ids: list[int] = []
     parts: list[bytes] = []
     while pos < end:
