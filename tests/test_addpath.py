@@ -230,3 +230,27 @@ def test_config_errors_name_the_field():
                                                                                          "send": True}}})
     locs = {".".join(map(str, e["loc"])) for e in err.value.errors()}
     assert locs == {"spec.addPath.receive", "spec.addPath.send"}
+
+
+def test_explain_text_names_the_paths(monkeypatch, capsys):
+    """`route-agent explain` prints each path with its id (the API's ``pathId``)."""
+    import argparse
+
+    from agent import cli
+    from agent.api import views
+    from agent.core.rib import Decision
+
+    lab = Lab()
+    lab.feed(paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 1), ("198.51.100.0/24", "10.0.2.1", UP2, 2)))
+    d: Decision = lab.rib.decide(ROUTE)
+    bgp = [{"peer": BIRD, "pathId": i, "accepted": v.accepted, "policy": v.policy, "statement": v.statement,
+            "reason": v.reason.value, "description": v.reason.description} for _, i, v in lab.stage.explain_paths(ROUTE)]
+    data = {"prefix": str(ROUTE), "candidates": views.decided_candidates(d), "reason": d.reason.value,
+            "note": "", "bgp": bgp, "export": [], "desired": str(d.desired), "kernel": None,
+            "fib_state": "pending"}
+    assert [c["pathId"] for c in data["candidates"]] == [1, 2]
+    monkeypatch.setattr(cli, "_get", lambda api, path: data)
+    cli.cmd_explain(argparse.Namespace(api=None, prefix=str(ROUTE), json=False))
+    text = capsys.readouterr().out
+    assert "best          ibgp/127.0.0.1 path 1 distance 200: via 10.0.1.1" in text, text
+    assert "multipath     ibgp/127.0.0.1 path 2" in text and f"from peer {BIRD} path 2: accepted" in text, text
