@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,7 +109,7 @@ class Node:
         args = [f"-{family}", "route", "show", "table", str(table)]
         if proto is not None:
             args += ["proto", str(proto)]
-        return {r["dst"]: r for r in ip_json(self.ns, *args)}
+        return {r["dst"]: one_hop_view(r) for r in ip_json(self.ns, *args)}
 
     def wait_routes(self, cond, family=4, timeout=10, **kw) -> dict:
         """Poll `ip -j route` until `cond(routes)`; returns the routes (possibly empty)."""
@@ -146,6 +147,22 @@ def monitor_factory():
     yield make
     for m in mons:
         m.close()
+
+
+def one_hop_view(route: dict) -> dict:
+    """An IPv6 route through a one-member nexthop group (`nhid`, the default FIB mode) as `ip -j`
+    shows a plain one-hop route: the kernel reports it as a `nexthops` list of one (IPv4 as a
+    plain `gateway`/`dev`), while it forwards exactly like ``via G dev D``. Other routes as given."""
+    hops = route.get("nexthops")
+    if "nhid" in route and "gateway" not in route and hops and len(hops) == 1:
+        route = {k: v for k, v in route.items() if k != "nexthops"} | {
+            k: hops[0][k] for k in ("gateway", "dev") if k in hops[0]}
+    return route
+
+
+def without_nhid(text: str) -> str:
+    """`ip route` / `show fib` text without the ``nhid N`` of routes through nexthop objects."""
+    return re.sub(r" nhid \d+", "", text)
 
 
 def gateways(route: dict) -> list[str]:

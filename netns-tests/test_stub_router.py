@@ -1,6 +1,6 @@
-"""The inline stub router, exactly as the README prints it: BIRD and the agent on one host.
+"""The inline stub router, exactly as docs/stub-router.md prints it: BIRD and the agent on one host.
 
-The README's snippets (the code blocks after ``<!-- literal: NAME -->``) are extracted and run
+The page's snippets (the code blocks after ``<!-- literal: NAME -->``) are extracted and run
 unchanged: the local BIRD (no kernel protocol) learns from an upstream BIRD over eBGP or iBGP,
 v4 and v6, and passes everything to the agent over one loopback session on 127.0.0.1:1179 <-
 127.0.0.2 (ExaBGP connects, listens nowhere: no clash on port 179); the agent installs the routes,
@@ -19,20 +19,20 @@ from testlab.bird import Bird, base_config, bgp_protocol
 from testlab.netns import ip_json, sh, wait_for
 from conftest import agent_config
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "stub-router.md")
 V4 = ["10.20.0.0/24", "203.0.113.0/24", "198.51.100.0/24"]
 V6 = ["2001:db8:1::/48", "2001:db8:2::/48"]
 
 
 def snippet(name: str) -> str:
-    text = open(README).read()
+    text = open(DOC).read()
     m = re.search(rf"<!-- literal: {re.escape(name)} -->\n```[a-z]*\n(.*?)```", text, re.S)
-    assert m, f"README has no snippet {name}"
+    assert m, f"docs/stub-router.md has no snippet {name}"
     return m.group(1)
 
 
 def upstream(asn: int) -> str:
-    """The fabric side (not in the README): a BIRD at 10.0.0.1 / fd00::1 announcing V4 and V6;
+    """The fabric side (not in the docs): a BIRD at 10.0.0.1 / fd00::1 announcing V4 and V6;
     for iBGP, 203.0.113.0/24 with a next hop that is not on the shared link."""
     nh = "if net = 203.0.113.0/24 then bgp_next_hop = 10.20.0.1;" if asn == 65000 else ""
     return base_config("10.0.0.1", V4, V6) + "".join([
@@ -43,7 +43,7 @@ def upstream(asn: int) -> str:
 
 
 @pytest.mark.parametrize("kind", ["ebgp", "ibgp"])
-def test_the_readme_stub_router_works_as_printed(bgp_lab, kind):
+def test_the_documented_stub_router_works_as_printed(bgp_lab, kind):
     node = bgp_lab.node
     bgp_lab.bird("upstream", upstream(65001 if kind == "ebgp" else 65000))
     local = Bird(node.ns, bgp_lab.tmp / "local", snippet(f"stub-bird-{kind}"))
@@ -70,7 +70,7 @@ def test_the_readme_stub_router_works_as_printed(bgp_lab, kind):
 
 
 def test_a_local_bird_crash_keeps_the_routes_in_the_kernel(bgp_lab, monitor_factory):
-    """Graceful restart on the loopback session, as the README says: BIRD killed and started
+    """Graceful restart on the loopback session, as docs/stub-router.md says: BIRD killed and started
     again, the agent's routes stay in the kernel throughout (no route event)."""
     node = bgp_lab.node
     bgp_lab.bird("upstream", upstream(65001))

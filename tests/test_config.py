@@ -112,7 +112,7 @@ def test_valid_file_yields_candidates():
         (Prefix.parse("192.0.2.0/24"), origin): Candidate(origin, 250, (), RouteType.BLACKHOLE),
         (Prefix.parse("198.51.100.0/24"), origin): Candidate(origin, 3, (NextHop(None, "wg0"),)),
     }
-    assert fib_settings(config) == FibSettings(table=100, protocol=210, metric=50)
+    assert fib_settings(config) == FibSettings(table=100, protocol=210, metric=50, nexthop_objects="auto")
     assert distances(config) == {**DEFAULT_DISTANCE, SourceKind.STATIC: 3, SourceKind.EBGP: 25}
     assert config.agent.max_paths == 8
     assert config.agent.fib.full_scan_seconds == 60 and config.agent.fib.stale_seconds == 120
@@ -153,7 +153,7 @@ def test_an_empty_file_or_directory_is_refused(tmp_path):
 def test_one_agentconfig_alone_means_defaults():
     config = load_text("apiVersion: routeagent.io/v1alpha1\nkind: AgentConfig\nmetadata: {name: defaults}\n")
     assert config == Config()
-    assert fib_settings(config) == FibSettings(table=254, protocol=201, metric=20)
+    assert fib_settings(config) == FibSettings(table=254, protocol=201, metric=20, nexthop_objects="auto")
     assert distances(config) == DEFAULT_DISTANCE
     assert config.agent.max_paths == 16
     assert (config.agent.api.address, config.agent.api.port) == ("127.0.0.1", 9180)

@@ -151,7 +151,8 @@ def test_bgppeer_rules_agree_with_the_model(spec, field):
 
 def _samples() -> list[dict]:
     texts = [(ROOT / "agent/samples/standalone.yaml").read_text(), (ROOT / "deploy/sample-config.yaml").read_text()]
-    texts += re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:  # every YAML example of the docs
+        texts += re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S)
     return [d for t in texts for d in yaml.safe_load_all(t)
             if isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("routeagent.io/")]
 

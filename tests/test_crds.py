@@ -359,15 +359,17 @@ def validate(value: Any, schema: dict, path: str = "<value>") -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Samples from the README and agent/samples validate against their CRD
+# Samples from the README, docs/ and agent/samples validate against their CRD
 # ---------------------------------------------------------------------------------------------
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _samples() -> list[tuple[str, dict]]:
-    texts = [("agent/samples/standalone.yaml", (ROOT / "agent/samples/standalone.yaml").read_text())]
-    readme = (ROOT / "README.md").read_text()
-    texts += [(f"README.md yaml block {i}", block)
-              for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", readme, re.S))]
+    texts = [(f"agent/samples/{p.name}", p.read_text()) for p in sorted((ROOT / "agent/samples").glob("*.yaml"))]
+    for doc in DOCS:
+        texts += [(f"{doc.relative_to(ROOT)} yaml block {i}", block)
+                  for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S))]
     out = []
     for source, text in texts:
         for doc in yaml.safe_load_all(text):

@@ -14,7 +14,7 @@ used for both sources: YAML files standalone, CRDs in a cluster. Modules:
   regular files: configuration files, MD5 password files) and `loader` (files to a validated
   `Config` or every `Problem`, never any other exception);
 * `crds` (kind names, CRD documents and files) and `crd_schema` (pydantic JSON schema to a
-  structural CRD schema).
+  structural CRD schema); `reference` (``docs/configuration.md`` from the same schemas).
 
 May import: `agent.policy`, `agent.import`/`agent.export`, `agent.fib`, `agent.core` (the layers
 below; see `.importlinter`); never the daemon, the API, Kubernetes, the sources or the speaker.

@@ -77,14 +77,21 @@ class AdvertisementSpec(_Model):
     aggregate_length: AggregateLength | None = None
     """Announce covering prefixes of these lengths instead of the members."""
     communities: tuple[Community, ...] = ()
+    """Standard communities sent with these prefixes: ASN:VALUE (0-65535 each) or a well-known
+    name (no-export, no-advertise, blackhole ...)."""
     large_communities: tuple[LargeCommunity, ...] = ()
+    """Large communities sent with these prefixes: GLOBAL:LOCAL1:LOCAL2, three numbers 0-4294967295."""
     med: StrictInt | None = Field(None, ge=0, le=U32_MAX)
+    """MULTI_EXIT_DISC sent with these prefixes; unset: none."""
     local_pref: StrictInt | None = Field(None, ge=0, le=U32_MAX)
     """Sent to iBGP peers only (LOCAL_PREF never crosses an AS boundary)."""
     as_path_prepend: StrictInt = Field(0, ge=0, le=16)
     """Extra copies of our AS in front of the path (eBGP peers only)."""
     next_hop: IPAddress | Literal["self"] = "self"
+    """Next hop sent with these prefixes: ``self`` (our address on the session, of the session's
+    family) or an address (needed for IPv6 prefixes over an IPv4 session and the reverse)."""
     peer_selector: PeerSelector = Field(default_factory=PeerSelector)
+    """The peers that get these prefixes (through their export policy), by BgpPeer labels."""
 
     @model_validator(mode="after")
     def _rules(self) -> "AdvertisementSpec":

@@ -53,7 +53,7 @@ class FibSpec(_Model):
     """Period of the full kernel table scan that catches drift the route monitor missed."""
     stale_seconds: StrictInt = Field(120, ge=0)
     """After a restart, how long adopted routes wait for their sources before being swept."""
-    nexthop_objects: Literal["auto", "on", "off"] = "off"
+    nexthop_objects: Literal["auto", "on", "off"] = "auto"
     """Install routes through kernel nexthop objects (`ip nexthop`, Linux >= 5.3): a failed or
     recovered ECMP member is one group write instead of one write per route. auto: where the
     kernel has them (decided at start); changes take effect at the next restart."""

@@ -117,8 +117,9 @@ def _json_type(values: list[Any], where: str) -> str:
 
 
 class _Converter:
-    def __init__(self, defs: Mapping[str, Any]):
+    def __init__(self, defs: Mapping[str, Any], budget: int | None = RULE_BUDGET):
         self.defs = defs
+        self.budget = budget  # None: keep every rule (the configuration reference documents them all)
         self.stack: list[str] = []
         self.values: int | None = 1  # how many values a rule here may run on (None: unbounded)
         self.dropped: list[str] = []  # rules left out for want of a bound, "where: rule"
@@ -139,7 +140,7 @@ class _Converter:
         kept = []
         for rule in rules:
             cost = rule.get("x-cost", 20)
-            if self.values is None or cost * self.values > RULE_BUDGET:
+            if self.budget is not None and (self.values is None or cost * self.values > self.budget):
                 self.dropped.append(f"{where}: {rule['rule']}")
                 continue
             kept.append({k: rule[k] for k in ("rule", "message", "fieldPath") if k in rule})
@@ -287,12 +288,13 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def structural_schema(json_schema: Mapping[str, Any], where: str = "spec",
-                      dropped: list[str] | None = None) -> dict[str, Any]:
+                      dropped: list[str] | None = None, budget: int | None = RULE_BUDGET) -> dict[str, Any]:
     """A pydantic JSON schema (with its ``$defs``) as a structural CRD schema (module DOC); the CEL
-    rules left out for want of a bound are appended to `dropped` as "where: rule"."""
+    rules left out for want of a bound are appended to `dropped` as "where: rule". ``budget=None``
+    keeps every rule, bounded or not (for `agent.config.reference`, not for a CRD)."""
     defs = json_schema.get("$defs", {})
     root = {k: v for k, v in json_schema.items() if k != "$defs"}
-    converter = _Converter(defs)
+    converter = _Converter(defs, budget)
     out = converter.convert(root, where)
     if dropped is not None:
         dropped.extend(converter.dropped)

@@ -66,7 +66,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from .crd_schema import UnsupportedSchema, _one_line, _ordered, structural_schema
+from .crd_schema import RULE_BUDGET, UnsupportedSchema, _one_line, _ordered, structural_schema
 
 GROUP = "routeagent.io"
 VERSION = "v1alpha1"
@@ -216,11 +216,13 @@ def _spec_model(model: type[BaseModel]) -> type[BaseModel]:
     return annotation
 
 
-def spec_schema(kind_name: str, model: type[BaseModel]) -> dict[str, Any]:
-    """The structural schema of ``model``'s spec, with its field description and safe defaults."""
+def spec_schema(kind_name: str, model: type[BaseModel], budget: int | None = RULE_BUDGET) -> dict[str, Any]:
+    """The structural schema of ``model``'s spec, with its field description and safe defaults
+    (``budget=None``: every CEL rule kept, see `structural_schema`)."""
     spec_field = model.model_fields["spec"]
     schema = structural_schema(
-        _spec_model(model).model_json_schema(by_alias=True, mode="validation"), f"{kind_name}.spec")
+        _spec_model(model).model_json_schema(by_alias=True, mode="validation"), f"{kind_name}.spec",
+        budget=budget)
     _drop_defaults(schema, kind_info(kind_name).no_server_default, kind_name)
     if spec_field.description:
         schema["description"] = spec_field.description

@@ -12,8 +12,8 @@ selected prefix to an iBGP peer.
 Local-pref goes to iBGP peers only and AS-path prepending to eBGP peers only (our own AS in the
 path of an iBGP route makes every router of our AS drop it as a loop).
 
-Merge rule, when several advertisements give the same prefix to the same peer (documented in the
-README): communities and large communities are the union (in order of advertisement name), the
+Merge rule, when several advertisements give the same prefix to the same peer (documented in
+docs/export.md): communities and large communities are the union (in order of advertisement name), the
 highest local-pref, the lowest MED and the longest prepend win, and the next hop of the first
 advertisement by name is used. The result does not depend on the order the advertisements came in.
 
