@@ -151,11 +151,34 @@ def test_graceful_restart_keeps_paths_stale_and_end_of_rib_sweeps_per_path():
     assert lab.source.sessions[BIRD].stale == {(ROUTE, 1), (ROUTE, 2)}
     assert lab.route() == ecmp(("10.0.1.1", "up1"), ("10.0.2.1", "up2"))  # still forwarding
     lab.feed(PeerState(BIRD, PeerStatus.UP), 3.0)
-    lab.feed(paths_update(("198.51.100.0/24", "10.0.2.1", UP2, 2)))  # only path 2 comes back
+    out = lab.feed(paths_update(("198.51.100.0/24", "10.0.2.1", UP2, 2)))  # only path 2 comes back
     assert lab.source.sessions[BIRD].stale == {(ROUTE, 1)}
+    assert out.updates == []  # held back until End-of-RIB (path ids may have changed)
     out = lab.feed(EndOfRib(BIRD, V4), 4.0)
-    assert [(u.prefix, u.path_id, u.candidate) for u in out.updates] == [(ROUTE, 1, None)]
+    assert [(u.prefix, u.path_id, u.candidate is None) for u in out.updates] == [(ROUTE, 2, False), (ROUTE, 1, True)]
     assert out.synced == [BIRD]
+    assert lab.route() == ecmp(("10.0.2.1", "up2"))
+
+
+def test_paths_renumbered_by_a_restart_move_no_route():
+    """BIRD allocates path ids anew after a restart: the upstreams' paths may come back under
+    each other's ids. Held back until End-of-RIB and applied as one batch, the route never
+    changes (applied one by one it would lose a next hop in between)."""
+    lab = Lab()
+    lab.feed(Open(BIRD, 65000, 90, BIRD, (V4,), GracefulRestart(120, families=(V4,))))
+    lab.feed(paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 1), ("198.51.100.0/24", "10.0.2.1", UP2, 2)))
+    lab.feed(PeerState(BIRD, PeerStatus.DOWN), 2.0)
+    lab.feed(PeerState(BIRD, PeerStatus.UP), 3.0)
+    changes = []
+    for ev in (paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 2)),  # upstream 1 now has id 2
+               paths_update(("198.51.100.0/24", "10.0.2.1", UP2, 1)),  # and upstream 2 id 1
+               EndOfRib(BIRD, V4)):
+        out = lab.source.handle(ev, 4.0)
+        changes.append(lab.rib.apply(out.updates))
+    assert changes == [{}, {}, {}]  # the last paths re-sent flushed the batch: no change at all
+    assert lab.route() == ecmp(("10.0.1.1", "up1"), ("10.0.2.1", "up2"))
+    assert [(c.path_id, c.nexthops[0].gateway) for c in lab.rib.candidates(ROUTE)] == [(1, "10.0.2.1"), (2, "10.0.1.1")]
+    out = lab.feed(paths_update(withdrawn=[("198.51.100.0/24", 2)]), 5.0)  # recovered: applied at once
     assert lab.route() == ecmp(("10.0.2.1", "up2"))
 
 
@@ -166,8 +189,10 @@ def test_stale_path_withdrawn_explicitly_and_session_loss_without_gr():
     lab.feed(PeerState(BIRD, PeerStatus.DOWN), 2.0)
     lab.feed(PeerState(BIRD, PeerStatus.UP), 3.0)
     out = lab.feed(paths_update(withdrawn=[("198.51.100.0/24", 2)]))  # stale: the stage forgot it
-    assert [(u.path_id, u.candidate) for u in out.updates] == [(2, None)]
-    assert lab.route() == ecmp(("10.0.1.1", "up1"))
+    assert out.updates == []  # in order with the rest of the recovery: at End-of-RIB
+    out = lab.feed(EndOfRib(BIRD, V4), 4.0)
+    assert [(u.path_id, u.candidate) for u in out.updates] == [(2, None), (1, None)]
+    assert lab.route() is None
     plain = Lab(gr=False)
     plain.feed(paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 1), ("198.51.100.0/24", "10.0.2.1", UP2, 2)))
     out = plain.feed(PeerState(BIRD, PeerStatus.DOWN), 2.0)

@@ -32,7 +32,11 @@ i.e. after its initial UPDATEs (BIRD restarts that timer with every message it s
 ADD-PATH (RFC 7911): a `RouteUpdate` with path ids goes to the stage path by path
 (`ImportStage.receive_batch(path_ids=)`, `withdraw_path`); the stale set then holds ``(prefix,
 path_id)`` keys, so a restarted peer's End-of-RIB sweeps exactly the paths it did not re-send
-(a path re-sent under another id is a new path; the old one is swept).
+(a path re-sent under another id is a new path; the old one is swept). Path ids need not survive
+the restart, so while an ADD-PATH peer has stale paths the RIB updates of its UPDATEs are held
+back (the import stage has taken them: counts, max-prefix) and applied in one batch with the
+sweep at its End-of-RIB or stale timer, or as soon as no stale path is left (`_flush`): the RIB
+diffs the route before and after the batch, so re-numbered paths move no kernel route.
 
 Explicit withdrawals of routes the peer announced in this session are listed in
 `BgpOutput.withdrawn`: the restart gate holds routes adopted from before the restart, never what
@@ -93,6 +97,7 @@ class PeerSession:
     eor_promised: bool = True  # the peer's OPEN had the GR capability: it sends End-of-RIB
     eor: set[Family] = field(default_factory=set)
     stale: set = field(default_factory=set)  # keys: Prefix, or (prefix, path_id) for ADD-PATH paths
+    deferred: list[Update] = field(default_factory=list)  # ADD-PATH paths re-sent while recovering
     stale_until: float | None = None
     synced: bool = False
     last_reason: str = ""
@@ -159,6 +164,18 @@ class BgpSource:
         s = self.sessions.get(ev.peer)
         if s is None:
             return
+        if s.deferred or s.stale and (ev.path_ids is not None or ev.withdrawn_path_ids is not None):
+            held = BgpOutput()  # ADD-PATH peer in graceful-restart recovery: see _flush
+            self._receive(ev, s, held)
+            s.deferred += held.updates
+            out.commands += held.commands
+            out.logs += held.logs
+            if not s.stale:  # every stale path re-sent: nothing left to pair up
+                self._flush(s, out)
+            return
+        self._receive(ev, s, out)
+
+    def _receive(self, ev: RouteUpdate, s: PeerSession, out: BgpOutput) -> None:
         stage = self.stage
         if ev.withdrawn_path_ids is not None:
             self._withdraw_paths(ev, s, out)
@@ -238,12 +255,25 @@ class BgpSource:
                 # administrative shutdown, an error) or our teardown ends it: the routes go at once
                 self._go_stale(s, s.gr_time, now, out)
             else:
+                self._flush(s, out)
                 out.updates += withdraw_all(self.stage.origin(ev.peer), self.stage.accepted_prefixes(ev.peer))
                 self.stage.peer_down(ev.peer, now)
             s.ended = False
 
     # ---- stale handling ----
+    def _flush(self, s: PeerSession, out: BgpOutput) -> None:
+        """The RIB updates held back while an ADD-PATH peer recovered from a graceful restart,
+        in one batch. Path ids need not survive a restart (BIRD allocates them anew): applied one
+        by one, a re-sent path would replace the stale path that had its id, which may be another
+        path (the route of the other upstream), and the ECMP route would lose a next hop until
+        that one is re-sent too. Applied together (with the sweep, at End-of-RIB) the RIB compares
+        the route before and after the whole batch: no change, no kernel write."""
+        if s.deferred:
+            out.updates += s.deferred
+            s.deferred = []
+
     def _go_stale(self, s: PeerSession, seconds: float, now: float, out: BgpOutput) -> None:
+        self._flush(s, out)
         s.stale |= set(self.stage.accepted_prefixes(s.settings.address))
         self.stage.peer_down(s.settings.address, now)
         if s.stale and s.stale_until is None:  # reconnect attempts do not extend the deadline
@@ -260,6 +290,7 @@ class BgpSource:
         return out
 
     def _sweep(self, s: PeerSession, out: BgpOutput) -> None:
+        self._flush(s, out)
         out.updates += withdraw_all(self.stage.origin(s.settings.address), s.stale)
         s.stale.clear()
         s.stale_until = None
