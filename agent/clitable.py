@@ -120,6 +120,11 @@ def bgp_parts(b: dict | None) -> list[str]:
     return parts
 
 
+def _origin(c: dict) -> str:
+    """A candidate's origin; an ADD-PATH path with its path id (``ibgp/127.0.0.1 path 2``)."""
+    return c["origin"] if c.get("pathId") is None else f"{c['origin']} path {c['pathId']}"
+
+
 def rib_rows(routes: Sequence[dict]) -> list[Row]:
     """One row per candidate, the winners first (as birdc lists the best route first); prefix, `*`
     (installed) and the deciding step on the first row; the decision's note (a foreign winner,

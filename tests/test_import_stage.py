@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.core.model import BgpAttrs, BgpOrigin, NextHop, Origin, Prefix, SourceKind, nexthops
+from agent.core.model import BgpAttrs, BgpOrigin, NextHop, Origin, Prefix, SourceKind, Update, nexthops
 from agent.policy.engine import ACCEPT_ALL, compile_policies
 from agent.policy.verdict import NO_MODS, Reason
 from agent.config.policy import RoutePolicy
@@ -206,7 +206,7 @@ def test_reannouncement_now_rejected_withdraws_from_the_rib():
     r1 = s.receive(EBGP, ROUTE, EBGP, attrs(communities=("65000:100",)))
     assert r1.update.candidate is not None
     r2 = s.receive(EBGP, ROUTE, EBGP, attrs())
-    assert not r2.verdict.accepted and r2.update == (ROUTE, Origin(SourceKind.EBGP, EBGP), None)
+    assert not r2.verdict.accepted and r2.update == Update(ROUTE, Origin(SourceKind.EBGP, EBGP), None)
     r3 = s.receive(EBGP, ROUTE, EBGP, attrs())  # rejected again: nothing for the RIB
     assert r3.update is None
     assert s.held(EBGP)[4] == (0, 1)
@@ -216,7 +216,7 @@ def test_withdraw():
     s = stage(ebgp("only-customers"))
     s.receive(EBGP, ROUTE, EBGP, attrs(communities=("65000:100",)))
     s.receive(EBGP, P("198.51.100.0/24"), EBGP, attrs())
-    assert s.withdraw(EBGP, ROUTE) == (ROUTE, Origin(SourceKind.EBGP, EBGP), None)
+    assert s.withdraw(EBGP, ROUTE) == Update(ROUTE, Origin(SourceKind.EBGP, EBGP), None)
     assert s.withdraw(EBGP, P("198.51.100.0/24")) is None  # was rejected: not in the RIB
     assert s.withdraw(EBGP, P("192.0.2.0/24")) is None  # never received
     assert s.verdict(EBGP, ROUTE) is None

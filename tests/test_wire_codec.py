@@ -240,18 +240,58 @@ def test_mp_unreach_without_prefixes_beside_attributes_is_no_end_of_rib():
     assert dec(w.update(attrs=[w.mp_unreach(2, 1), w.origin(0)])) == ()
 
 
-def test_add_path_ids_decoded_and_dropped_at_the_event():
+def test_add_path_ids_kept_beside_the_prefixes():
     data = w.nlri(["10.0.0.0/24", "10.0.0.0/24", "10.1.0.0/16"], [1, 2, 7])
     assert nlri_entries(data, 0, len(data), False, True) == [(1, P("10.0.0.0/24")), (2, P("10.0.0.0/24")),
                                                              (7, P("10.1.0.0/16"))]
     ev = routes(w.update(withdrawn=w.nlri(["10.5.0.0/16"], [3]), attrs=BASE, nlri=data),
                 CAP_ASN4 | CAP_ADDPATH_V4)
     assert [a.prefix for a in ev.announced] == [P("10.0.0.0/24"), P("10.0.0.0/24"), P("10.1.0.0/16")]
-    assert ev.withdrawn == (P("10.5.0.0/16"),)
-    v6 = w.nlri(["2001:db8::/32"], [9])
-    ev6 = routes(w.update(attrs=[w.mp_reach(2, 1, ["2001:db8::1"], v6), w.origin(0), w.as_path([])]),
+    assert ev.path_ids == (1, 2, 7)
+    assert ev.withdrawn == (P("10.5.0.0/16"),) and ev.withdrawn_path_ids == (3,)
+    v6 = w.nlri(["2001:db8::/32", "2001:db8::/32"], [9, 0])
+    ev6 = routes(w.update(attrs=[w.mp_reach(2, 1, ["2001:db8::1", "fe80::1"], v6), w.origin(0), w.as_path([]),
+                                 w.mp_unreach(2, 1, w.nlri(["2001:db8:5::/48"], [4]))]),
                  CAP_ASN4 | CAP_ADDPATH_V6)
-    assert [a.prefix for a in ev6.announced] == [P("2001:db8::/32")]
+    assert [(a.prefix, a.next_hop, a.link_local) for a in ev6.announced] == [
+        (P("2001:db8::/32"), "2001:db8::1", "fe80::1")] * 2
+    assert ev6.path_ids == (9, 0) and ev6.withdrawn_path_ids == (4,)
+
+
+@pytest.mark.parametrize("v6, plen", [(False, 24), (False, 0), (False, 32), (True, 48), (True, 128), (True, 61)])
+def test_add_path_field_of_one_length_read_by_columns(v6, plen):
+    """A big ADD-PATH field of one prefix length takes the column path: same entries as one by one."""
+    import ipaddress
+    net = ipaddress.ip_network("2001:db8::/32" if v6 else "10.0.0.0/8")
+    nets = [str(n) for n, _ in zip(net.subnets(new_prefix=max(plen, net.prefixlen)), range(40))] if plen >= 8 \
+        else ["0.0.0.0/0"] * 40
+    ids = [(i * 7919) % 2**32 for i in range(len(nets))]
+    data = w.nlri(nets, ids)
+    slow = [(i, P(n)) for i, n in zip(ids, nets)]
+    assert nlri_entries(data, 0, len(data), v6, True) == slow
+    assert nlri_entries(data + b"\0", 0, len(data) + 1, v6, True) is None  # a short last entry
+
+
+def test_add_path_one_prefix_fast_path_and_mp_ipv4():
+    """The one-prefix shortcut is not taken with ADD-PATH; IPv4 in MP_REACH keeps its ids too."""
+    ev = routes(w.update(attrs=BASE, nlri=w.nlri(["10.0.0.0/24"], [5])), CAP_ASN4 | CAP_ADDPATH_V4)
+    assert [a.prefix for a in ev.announced] == [P("10.0.0.0/24")] and ev.path_ids == (5,)
+    body = w.update(attrs=[*BASE, w.mp_reach(1, 1, ["192.0.2.7"], w.nlri(["10.7.0.0/16"], [8]))],
+                    nlri=w.nlri(["10.0.0.0/24"], [6]))
+    ev = routes(body, CAP_ASN4 | CAP_ADDPATH_V4)
+    assert [(a.prefix, a.next_hop) for a in ev.announced] == [(P("10.0.0.0/24"), "192.0.2.1"),
+                                                               (P("10.7.0.0/16"), "192.0.2.7")]
+    assert ev.path_ids == (6, 8) and ev.withdrawn_path_ids == ()
+    plain = routes(w.update(attrs=BASE, nlri=w.nlri(["10.0.0.0/24"])), CAP_ASN4)
+    assert plain.path_ids is None and plain.withdrawn_path_ids is None
+
+
+def test_add_path_treat_as_withdraw_keeps_the_ids():
+    """A malformed attribute withdraws every announced path: by (prefix, path id)."""
+    body = w.update(attrs=[w.origin(0), w.next_hop("192.0.2.1")], nlri=w.nlri(["10.0.0.0/24"], [2]))  # no AS_PATH
+    evs = WireDecoder().decode(PEER, CAP_ASN4 | CAP_ADDPATH_V4, body)
+    (ev,) = [e for e in evs if isinstance(e, RouteUpdate)]
+    assert ev.announced == () and ev.withdrawn == (P("10.0.0.0/24"),) and ev.withdrawn_path_ids == (2,)
 
 
 def test_add_path_only_where_negotiated():

@@ -88,6 +88,12 @@ def _codec_bodies():
         yield f"End-of-RIB {family}", w.eor(*family), CAP_ASN4
     yield "ADD-PATH", w.update(attrs=base, nlri=w.nlri(["10.0.0.0/24", "10.0.0.0/24"], [1, 2])), \
         CAP_ASN4 | CAP_ADDPATH_V4
+    yield "ADD-PATH withdraw", w.update(withdrawn=w.nlri(["10.0.0.0/24", "10.1.0.0/16"], [2, 0])), \
+        CAP_ASN4 | CAP_ADDPATH_V4
+    yield "ADD-PATH v6 global + link-local", w.update(attrs=[
+        w.mp_reach(2, 1, ["2001:db8::1", "fe80::1"], w.nlri(["2001:db8:1::/48", "2001:db8:1::/48"], [3, 4])),
+        w.origin(0), w.as_path([65001]), w.mp_unreach(2, 1, w.nlri(["2001:db8:2::/48"], [7]))]), \
+        CAP_ASN4 | CAP_ADDPATH_V6
     yield "extended message", w.update(attrs=base, nlri=w.nlri([f"10.{i >> 8}.{i & 255}.0/24" for i in range(3000)])), \
         CAP_ASN4 | CAP_EXTENDED
 

@@ -39,10 +39,18 @@ def fib(settings, f) -> dict:
     }
 
 
+def origin_text(c) -> str:
+    """A candidate's origin in words: ``ibgp/127.0.0.1``, with ``path N`` for an ADD-PATH path."""
+    return str(c.origin) if c.path_id is None else f"{c.origin} path {c.path_id}"
+
+
 def candidate(c) -> dict:
-    """One candidate for the JSON views: origin, distance, route, and its BGP attributes."""
+    """One candidate for the JSON views: origin, distance, route, and its BGP attributes; an
+    ADD-PATH path (RFC 7911) also its ``pathId``."""
     out = {"origin": str(c.origin), "kind": c.origin.kind.value, "distance": c.distance,
            "route": c.describe()}
+    if c.path_id is not None:
+        out["pathId"] = c.path_id
     if c.bgp is not None:
         b = c.bgp
         out["bgp"] = {"peer": b.peer_address, "peerAS": b.peer_as, "localPref": b.local_pref,

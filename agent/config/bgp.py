@@ -7,7 +7,8 @@ error at its exact field). `KINDS` lists the kinds defined here (joined in `agen
 * `BgpPeer` (any number, one per neighbour): addresses, ASNs, router id, passive/active, hold
   time, families, MD5 password file, graceful restart, eBGP multihop TTL or GTSM (``ttlSecurity``,
   RFC 5082, Calico's name and meaning: the hop count to the neighbour), import policy name,
-  administrative distance override, max-prefix per family. The MD5 secret is never stored in the
+  administrative distance override, max-prefix per family, ADD-PATH receive (``addPath:
+  {receive: true}``, RFC 7911). The MD5 secret is never stored in the
   model: `BgpPeerSpec.read_md5_password()` reads the file (`agent.config.files.read_bounded`:
   a regular file of at most 82 bytes, never blocking on a FIFO) when the loader checks the
   object (`BgpPeer.file_problems`: a missing, empty, oversized or unreadable file is a problem at
@@ -71,6 +72,15 @@ class MaxPrefixAction(str, enum.Enum):
 class UpdatesMode(str, enum.Enum):
     JSON = "json"  # ExaBGP decodes every UPDATE and writes it as JSON
     RAW = "raw"  # ExaBGP writes the UPDATE's bytes (hex), the agent decodes them; ExaBGP 5.0.15 only
+
+
+class AddPathSpec(_Model):
+    """ADD-PATH (RFC 7911) on the session: several paths per prefix, each with its path id."""
+
+    receive: StrictBool = False
+    """Offer to receive several paths per prefix in every family of the session (used where the
+    peer offers to send them, e.g. BIRD ``add paths tx``): each path is its own RIB candidate, so
+    paths of one peer can form an ECMP route (both BgpSpeaker ``updates`` modes)."""
 
 
 class MaxPrefixSpec(_Model):
@@ -205,6 +215,8 @@ class BgpPeerSpec(_Model):
     allow_own_as: StrictInt = Field(0, ge=0, le=10)
     """AS_PATH loop detection (RFC 4271 9.1.2): a route whose AS_PATH holds localAS more than this
     many times is dropped (reason ``as_loop``) before any policy; 0: any occurrence (allowas-in)."""
+    add_path: AddPathSpec = Field(default_factory=AddPathSpec)
+    """ADD-PATH (RFC 7911): ``{receive: true}`` keeps every path the peer sends as its own candidate."""
 
     node_selector: LabelSelector | None = None
     """The nodes that have this session (their Node labels); unset: every node."""

@@ -12,11 +12,15 @@ Order (lower/higher as noted):
     depend on arrival order), eBGP over iBGP
     -- multipath cut: survivors here are equal-cost; those from the best path's neighbour AS
        (any AS with `multipath_relax`) become one multipath route, up to `max_paths` --
- 4. BGP: router id (lowest), peer address (lowest)
+ 4. BGP: router id (lowest), peer address (lowest), path id (lowest; the ADD-PATH paths of one
+    peer, RFC 7911, differ in nothing else: a deterministic last step, none before any id)
  5. non-BGP: static candidates of several origins at equal distance are merged into one ECMP set
     (FRR does the same for static routes); otherwise the lowest origin name wins.
 
-Candidates are sorted by origin first, so the outcome never depends on the order they arrived in.
+Candidates are sorted by origin (then path id) first, so the outcome never depends on the order
+they arrived in. Paths of one peer (ADD-PATH) are candidates like any other: equal up to the
+multipath cut, they are one ECMP route (their neighbour AS is the same when their AS paths start
+alike; this is what a local BIRD relaying two upstreams through one session needs).
 """
 
 from __future__ import annotations
@@ -85,6 +89,19 @@ def step_peer_address(cands: list[Candidate]) -> list[Candidate]:
     return _keep_min(cands, lambda c: _addr_key(c.bgp.peer_address))
 
 
+def _path_key(c: Candidate) -> int:
+    return -1 if c.path_id is None else c.path_id
+
+
+def candidate_order(c: Candidate) -> tuple[str, int]:
+    """The order candidates of one prefix are kept in: origin name, then path id."""
+    return str(c.origin), _path_key(c)
+
+
+def step_path_id(cands: list[Candidate]) -> list[Candidate]:
+    return _keep_min(cands, _path_key)
+
+
 def step_origin_name(cands: list[Candidate]) -> list[Candidate]:
     return _keep_min(cands, lambda c: str(c.origin))
 
@@ -99,6 +116,7 @@ BGP_STEPS: tuple[tuple[Step, BestReason], ...] = (
 BGP_TIE_STEPS: tuple[tuple[Step, BestReason], ...] = (
     (step_router_id, BestReason.ROUTER_ID),
     (step_peer_address, BestReason.PEER_ADDRESS),
+    (step_path_id, BestReason.PATH_ID),
 )
 
 
@@ -129,7 +147,7 @@ def select(
         return Selection((), BestReason.NONE)
     if len(candidates) == 1:
         return Selection((candidates[0],), BestReason.ONLY_CANDIDATE)
-    cands = sorted(candidates, key=lambda c: str(c.origin))
+    cands = sorted(candidates, key=candidate_order)
     cands, reason = _run(
         cands, ((step_distance, BestReason.ADMIN_DISTANCE),), None
     )
@@ -153,7 +171,7 @@ def _select_bgp(cands, reason, max_paths: int, relax: bool) -> Selection:
         if len(same) > 1:
             rest = sorted(
                 (c for c in same if c is not best),
-                key=lambda c: (_addr_key(c.bgp.router_id), _addr_key(c.bgp.peer_address)),
+                key=lambda c: (_addr_key(c.bgp.router_id), _addr_key(c.bgp.peer_address), _path_key(c)),
             )
             return Selection((best, *rest[: max_paths - 1]), reason or BestReason.MULTIPATH)
     return Selection((best,), best_reason or BestReason.ONLY_CANDIDATE)

@@ -12,7 +12,8 @@ of the configuration (``ipv4-unicast``), `Family.afi_safi` gives ExaBGP's (``ipv
 A malformed UPDATE (decoded by the agent's own wire codec, RFC 7606) is reported as an
 `UpdateError` with the action taken; `SendNotification` is the command that resets a session.
 
-`RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples. All the
+`RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples (and, for
+an ADD-PATH family, `RouteUpdate.path_ids` the path id of each). All the
 prefixes of one UPDATE share one `PathAttrs` object (and the decoder re-uses equal attribute sets
 across UPDATEs), so a large table costs one small object per distinct attribute set.
 """
@@ -81,12 +82,19 @@ class Announced(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RouteUpdate:
-    """One received UPDATE (for one family): prefixes announced and withdrawn."""
+    """One received UPDATE (for one family): prefixes announced and withdrawn.
+
+    With ADD-PATH negotiated for the family (RFC 7911) every route carries a path id: then
+    `path_ids` holds the path id of each `announced` route and `withdrawn_path_ids` that of each
+    `withdrawn` prefix, in the same order (a path is (peer, prefix, path id)); without ADD-PATH
+    both are None."""
 
     peer: str
     family: Family
     announced: tuple[Announced, ...] = ()
     withdrawn: tuple[Prefix, ...] = ()
+    path_ids: tuple[int, ...] | None = None
+    withdrawn_path_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

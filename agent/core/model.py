@@ -10,7 +10,7 @@ DOC: the RIB holds up to millions of routes, so the types are built for memory f
   `BgpAttrs` and `Candidate`: named tuples (several times cheaper to build). Values that many routes share (origins, next-hop
   tuples, BGP attribute sets, whole candidates) are interned with `intern()` so a million routes
   point at a few thousand objects.
-* `Candidate` is one origin's offer for one prefix. `KernelRoute` is what the FIB wants (or found)
+* `Candidate` is one origin's offer for one prefix (one per ADD-PATH path: `Candidate.path_id`). `KernelRoute` is what the FIB wants (or found)
   in the kernel for one prefix: type, resolved next hops (a gateway always carries its device),
   metric.
 
@@ -178,6 +178,7 @@ class BestReason(str, enum.Enum):
     EBGP_OVER_IBGP = "eBGP over iBGP"
     ROUTER_ID = "router id"
     PEER_ADDRESS = "peer address"
+    PATH_ID = "path id"  # ADD-PATH: two paths of one peer, equal in everything else
     ORIGIN_NAME = "origin name"  # last deterministic tie-break between two non-BGP origins
     MULTIPATH = "equal-cost multipath"  # several winners, none eliminated
     UNRESOLVED = "no resolvable candidate"
@@ -244,7 +245,9 @@ class BgpAttrs(NamedTuple):
 
 
 class Candidate(NamedTuple):
-    """One origin's route for one prefix."""
+    """One origin's route for one prefix. A BGP peer with ADD-PATH (RFC 7911) offers several
+    routes for one prefix: each is its own candidate, told apart by `path_id` (the RIB keys a
+    candidate by origin and path id; None: the peer sends one path per prefix)."""
 
     origin: Origin
     distance: int
@@ -252,6 +255,7 @@ class Candidate(NamedTuple):
     type: RouteType = RouteType.UNICAST
     bgp: BgpAttrs | None = None
     metric: int | None = None  # kernel metric wanted by policy; None: the FIB default
+    path_id: int | None = None  # ADD-PATH path identifier
 
     def describe(self) -> str:
         if self.type != RouteType.UNICAST:
@@ -329,8 +333,11 @@ def _nh_key(nh: NextHop) -> tuple:
 
 class Update(NamedTuple):
     """A source's message to the RIB: `candidate` for `prefix` from `origin`, or None to withdraw.
-    (A named tuple: sources create one per route, and tuples are the cheapest immutable record.)"""
+    `path_id` names one of the origin's ADD-PATH paths (the candidate's own `path_id`; None for
+    every source without ADD-PATH). (A named tuple: sources create one per route, and tuples are
+    the cheapest immutable record.)"""
 
     prefix: Prefix
     origin: Origin
     candidate: Candidate | None = None
+    path_id: int | None = None

@@ -1,7 +1,11 @@
 """The RIB: every source's candidates per prefix, and the kernel route each prefix should have.
 
 DOC: one dict maps a `Prefix` to its candidates: a bare `Candidate` when only one origin offers the
-prefix (the common case, and the cheap one in memory), else a tuple sorted by origin. Nothing
+prefix (the common case, and the cheap one in memory), else a tuple sorted by origin (then path
+id). A candidate is keyed by (origin, path id): a BGP peer with ADD-PATH offers one candidate per
+path (`Update.path_id`, `Candidate.path_id`), each replaced or withdrawn on its own; without
+ADD-PATH the path id is None and an origin has one candidate per prefix. `counts` counts
+candidates per origin (so paths, for an ADD-PATH peer). Nothing
 derived is stored per route: the winner is recomputed from the candidates when a prefix changes,
 which keeps a million routes at a dict slot, an int key and a shared candidate each.
 
@@ -20,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .bestpath import Selection, select
+from .bestpath import Selection, candidate_order, select
 from .model import (
     NEVER_INSTALL,
     BestReason,
@@ -93,7 +97,7 @@ class Rib:
         changes: dict[Prefix, KernelRoute | None] = {}
         routes, desired, set_, counts = self._routes, self.desired, self._set, self.counts
         single = self._single_cache
-        for prefix, origin, cand in updates:
+        for prefix, origin, cand, path_id in updates:
             if prefix not in before:
                 cur = routes.get(prefix)
                 if cur is None:
@@ -115,7 +119,7 @@ class Rib:
                     before[prefix] = None
                 else:
                     before[prefix] = desired(prefix)
-            set_(prefix, origin, cand)
+            set_(prefix, origin, cand, path_id)
         if self.resolver.generation != generation:
             return self.reevaluate() | {p: desired(p) for p in (before | changes)}
         for prefix, old in before.items():
@@ -157,7 +161,7 @@ class Rib:
                 out[prefix] = self.desired(prefix)
         return out
 
-    def _set(self, prefix: Prefix, origin: Origin, cand: Candidate | None) -> None:
+    def _set(self, prefix: Prefix, origin: Origin, cand: Candidate | None, path_id: int | None = None) -> None:
         cur = self._routes.get(prefix)
         old: Candidate | None = None
         if cur is None:
@@ -170,24 +174,24 @@ class Rib:
                     self.resolver.add_connected(prefix, dev)
             return
         if isinstance(cur, Candidate):
-            if cur.origin == origin:
+            if cur.origin == origin and cur.path_id == path_id:
                 old = cur
                 if cand is None:
                     del self._routes[prefix]
                 else:
                     self._routes[prefix] = cand
             elif cand is not None:
-                self._routes[prefix] = tuple(sorted((cur, cand), key=lambda c: str(c.origin)))
+                self._routes[prefix] = tuple(sorted((cur, cand), key=candidate_order))
         else:
             rest = []
             for c in cur:
-                if c.origin == origin:
+                if c.origin == origin and c.path_id == path_id:
                     old = c
                 else:
                     rest.append(c)
             if cand is not None:
                 rest.append(cand)
-                rest.sort(key=lambda c: str(c.origin))
+                rest.sort(key=candidate_order)
             if not rest:
                 del self._routes[prefix]
             else:

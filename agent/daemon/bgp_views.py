@@ -2,7 +2,8 @@
 
 DOC: `BgpViews` is the part of `agent.daemon.bgp.BgpRuntime` that only reads: per peer (session,
 stale routes, max-prefix state and the current counts per family: prefixes received now, accepted
-now, rejected now, installed; a route refresh does not count twice), per advertised prefix (desired attributes
+now, rejected now, installed; a route refresh does not count twice; an ADD-PATH peer's counts are
+paths), per advertised prefix (desired attributes
 per peer and whether ExaBGP accepted them: `ExportReconciler.announced`), and the explanations of
 one prefix's import and export verdicts. It owns no state of its own.
 """
@@ -84,9 +85,14 @@ class BgpViews:
         return out
 
     def explain(self, prefix) -> list[dict]:
+        """The import verdict of every peer's route for `prefix`; one per path (with its
+        ``pathId``) for an ADD-PATH peer."""
         out = []
-        for addr, verdict in self.stage.explain(prefix).items():
-            out.append({"peer": addr, "accepted": verdict.accepted, "policy": verdict.policy,
-                        "statement": verdict.statement, "reason": verdict.reason.value,
-                        "description": verdict.reason.description})
+        for addr, path_id, verdict in self.stage.explain_paths(prefix):
+            row = {"peer": addr, "accepted": verdict.accepted, "policy": verdict.policy,
+                   "statement": verdict.statement, "reason": verdict.reason.value,
+                   "description": verdict.reason.description}
+            if path_id is not None:
+                row["pathId"] = path_id
+            out.append(row)
         return out

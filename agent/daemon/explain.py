@@ -3,7 +3,8 @@
 DOC: one pure read of the routing state: the RIB's decision (every candidate with its status, the
 deciding step), the route wanted in the kernel, what the kernel has and why it differs (pending
 behind the sync gate, adopted and stale, a failed netlink write, no usable candidate), and the BGP
-import and export verdicts for the prefix. With nexthop objects, the kernel route names the
+import and export verdicts for the prefix. An ADD-PATH peer's paths (RFC 7911) are candidates and
+verdicts of their own, each shown with its path id (``pathId``). With nexthop objects, the kernel route names the
 nexthop object it points at (`nhid N`) and `nexthop_group` describes it (`ip nexthop` style).
 
 A prefix (``10.20.1.0/24``, also ``10.20.1.5/32``) is explained exactly. An address without a
@@ -85,7 +86,7 @@ def longest_match(routing, host: Prefix) -> tuple[Prefix | None, list[dict]]:
             return p, longer
         if cands:
             d = rib.decide(p)
-            states = "; ".join(f"{c.candidate.origin} {c.status}" + (f": {c.detail}" if c.detail else "")
+            states = "; ".join(f"{views.origin_text(c.candidate)} {c.status}" + (f": {c.detail}" if c.detail else "")
                                for c in d.candidates)
             longer.append({"prefix": str(p), "why": f"{fib_state(fib, p, d.note)} ({states})"})
         elif bgp is not None:
@@ -97,4 +98,5 @@ def longest_match(routing, host: Prefix) -> tuple[Prefix | None, list[dict]]:
 
 def _verdict_text(b: dict) -> str:
     by = " ".join(x for x in (b["policy"] or "-", b["statement"]) if x)
-    return f"from peer {b['peer']}: {'accepted' if b['accepted'] else 'rejected'} by {by} ({b['reason']})"
+    path = f" path {b['pathId']}" if b.get("pathId") is not None else ""
+    return f"from peer {b['peer']}{path}: {'accepted' if b['accepted'] else 'rejected'} by {by} ({b['reason']})"

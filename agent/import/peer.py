@@ -7,7 +7,9 @@ an accepted route into the RIB `Candidate` (step 4 of the import stage, see `sta
 link-local next hop) and `BgpAttrs` with the policy's modifications. One candidate is built per
 (attributes object, modifications, next hop) and reused from a bounded cache keyed by identity:
 the codec gives equal attribute sets the same object, so a table of shared attributes builds one
-candidate per attribute set, and a table of distinct ones hashes no attribute set here.
+candidate per attribute set, and a table of distinct ones hashes no attribute set here. ADD-PATH
+routes (`agent.import.paths`) are kept in `PeerState.paths` and get a copy of that candidate with
+their path id (`path_candidate`, cached the same way).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class PeerState:
 
     __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
                  "key4", "key6", "rejected_kept", "cands", "base", "hops", "max_verdicts", "loop",
-                 "loop_verdict", "unkept")
+                 "loop_verdict", "unkept", "paths", "path_cands")
 
     def __init__(self, settings: ImportPeer) -> None:
         self.settings = settings
@@ -80,6 +82,7 @@ class PeerState:
         self.fixed: Verdict | None = None  # the verdict of every route when there is no policy
         self.distance = 0
         self.verdicts: dict[Prefix, Verdict] = {}
+        self.paths: dict[Prefix, dict[int, Verdict]] = {}  # ADD-PATH routes: prefix -> path id -> verdict
         self.held = [0, 0, 0, 0]  # v4 rejected, v4 accepted, v6 rejected, v6 accepted
         self.key4 = (settings.address, 4)
         self.key6 = (settings.address, 6)
@@ -91,6 +94,7 @@ class PeerState:
         self.base: tuple[Any, BgpAttrs] | None = None
         self.hops: dict[Any, tuple[NextHop, ...]] = {}
         self.max_verdicts: dict[int, Verdict] = {}
+        self.path_cands: dict[tuple[int, int], tuple[Candidate, Candidate]] = {}  # see path_candidate
         self.loop: tuple[Any, bool] | None = None  # (attrs object, its AS_PATH loops)
         self.loop_verdict: Verdict | None = None  # set by the stage's bind
 
@@ -122,15 +126,29 @@ class PeerState:
         if hops is None:
             hops = self._nexthops(nexthop)
         cand = _candidate((self.origin, self.distance if mods.distance is None else mods.distance, hops,
-                           RouteType.UNICAST, bgp, mods.metric))
+                           RouteType.UNICAST, bgp, mods.metric, None))
         if len(self.cands) >= CANDIDATE_CACHE:
             self.cands.clear()
         self.cands[key] = (attrs, mods, cand)
         return cand
 
+    def path_candidate(self, cand: Candidate, path_id: int) -> Candidate:
+        """`cand` for ADD-PATH path `path_id` (one object per candidate and path id while cached,
+        so the routes of one path share it as routes without path id share `cand`)."""
+        key = (id(cand), path_id)
+        hit = self.path_cands.get(key)
+        if hit is not None and hit[0] is cand:
+            return hit[1]
+        out = cand._replace(path_id=path_id)
+        if len(self.path_cands) >= CANDIDATE_CACHE:
+            self.path_cands.clear()
+        self.path_cands[key] = (cand, out)
+        return out
+
     def forget_candidates(self) -> None:
         """Settings, policies or distances changed: build candidates anew."""
         self.cands.clear()
+        self.path_cands.clear()
         self.base = None
 
     def _base_attrs(self, attrs: Any) -> BgpAttrs:

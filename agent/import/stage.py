@@ -33,6 +33,10 @@ For each received route (`receive`):
    attributes object between the prefixes of an UPDATE), so a 100k-prefix table of shared
    attributes builds a handful of candidates.
 
+ADD-PATH (RFC 7911): a batch with path ids (`receive_batch(..., path_ids=)`), `withdraw_path`,
+and the paths in `accepted_prefixes`, `recheck_guard`, `explain_paths` are `agent.import.paths`:
+each path is a route of its own (counted, max-prefix included, per path).
+
 A re-announcement that is now rejected gives a withdraw `Update`; `withdraw` does the same for a
 withdrawn prefix that was accepted. `peer_down` forgets the peer's routes and resets max-prefix
 (the RIB side of a session loss, stale marking under graceful restart, is the BGP source's job).
@@ -70,6 +74,7 @@ from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Reason, Verdict, shared_verdict
 from .guard import Guard
 from .maxprefix import MaxPrefix, MaxPrefixDecision
+from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
 
 MAX_PREFIX = "max-prefix"
@@ -176,10 +181,14 @@ class ImportStage:
         """The RIB origin of `peer`'s routes (``ebgp/ADDRESS`` or ``ibgp/ADDRESS``)."""
         return self._peers[peer].origin
 
-    def accepted_prefixes(self, peer: str) -> list[Prefix]:
-        """The prefixes of `peer` currently accepted (so in the RIB under its origin)."""
+    def accepted_prefixes(self, peer: str) -> list:
+        """The routes of `peer` currently accepted (so in the RIB under its origin): a `Prefix`
+        each, or ``(prefix, path_id)`` for an ADD-PATH path (`agent.import.paths`)."""
         st = self._peers.get(peer)
-        return [] if st is None else [p for p, v in st.verdicts.items() if v.accepted]
+        if st is None:
+            return []
+        out: list = [p for p, v in st.verdicts.items() if v.accepted]
+        return out + accepted_paths(st) if st.paths else out
 
     @property
     def peers(self) -> dict[str, ImportPeer]:
@@ -194,7 +203,8 @@ class ImportStage:
         return _result((verdict, updates[0] if updates else None, decision))
 
     def receive_batch(self, peer: str, prefixes: Sequence[Prefix], nexthop: str | None, attrs: Any,
-                      out: list[Update], stale: set[Prefix] | None = None) -> tuple[MaxPrefixDecision, Verdict]:
+                      out: list[Update], stale: set | None = None,
+                      path_ids: Sequence[int] | None = None) -> tuple[MaxPrefixDecision, Verdict]:
         """Prefixes of `peer` of one family announced with one next hop and one attribute set (one
         UPDATE): append the RIB updates to `out`; return the max-prefix decision the caller must act
         on (TEARDOWN if any, else the first other one) and the last prefix's verdict.
@@ -202,8 +212,11 @@ class ImportStage:
         The guard runs per prefix; the AS-path loop check, the policy (unless it has a prefix
         condition) and the candidate run once per batch. `stale` is the peer's set of stale
         prefixes (graceful restart): a re-announced one leaves it, and one that is now rejected is
-        withdrawn (the stage forgot it when the session went down)."""
+        withdrawn (the stage forgot it when the session went down). `path_ids` (ADD-PATH: the path
+        id of each prefix) sends the batch to `paths.receive_paths`."""
         st = self._peers[peer]
+        if path_ids is not None:
+            return receive_paths(self, st, peer, prefixes, path_ids, nexthop, attrs, out, stale)  # type: ignore[return-value]
         s = st.settings
         guard, allow_default, allow_covering = self.guard.check, s.allow_default, s.allow_covering
         admit, release = self.maxprefix.admit, self.maxprefix.release
@@ -253,7 +266,7 @@ class ImportStage:
                 if cand is None or verdict.mods is not mods:
                     mods = verdict.mods
                     cand = st.candidate(nexthop, attrs, mods)
-                out.append(_update((prefix, origin, cand)))
+                out.append(_update((prefix, origin, cand, None)))
                 continue
             rejected[verdict.reason] = rejected.get(verdict.reason, 0) + 1
             if st.rejected_kept < self.keep_rejected:
@@ -265,15 +278,23 @@ class ImportStage:
                 if old is not None:
                     del verdicts[prefix]
             if was_accepted or was_stale:
-                out.append(_update((prefix, origin, None)))
+                out.append(_update((prefix, origin, None, None)))
+        self.count(st, fam, len(prefixes), accepted, rejected)
+        return decision, verdict  # type: ignore[return-value]
+
+    def count(self, st: PeerState, fam: int, received: int, accepted: int, rejected: dict[Reason, int]) -> None:
+        """Add to the cumulative counters of peer `st` in family `fam` (4 or 6)."""
         key = st.key6 if fam == 6 else st.key4
-        self.received[key] = self.received.get(key, 0) + len(prefixes)
+        self.received[key] = self.received.get(key, 0) + received
         if accepted:
             self.accepted[key] = self.accepted.get(key, 0) + accepted
         for reason, n in rejected.items():
-            rkey = (peer, fam, reason)
+            rkey = (st.settings.address, fam, reason)
             self.rejected[rkey] = self.rejected.get(rkey, 0) + n
-        return decision, verdict  # type: ignore[return-value]
+
+    def withdraw_path(self, peer: str, prefix: Prefix, path_id: int) -> Update | None:
+        """ADD-PATH: `peer` withdrew path `path_id` of `prefix` (see `withdraw`)."""
+        return withdraw_path(self, self._peers[peer], peer, prefix, path_id)
 
     def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
         """`peer` withdrew `prefix`: the RIB withdraw to forward, or None if it was not accepted."""
@@ -312,7 +333,7 @@ class ImportStage:
             rkey = (peer, 6 if v6 else 4, verdict.reason)
             self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
             out.append(Update(prefix, st.origin, None))
-        return out
+        return out + recheck_paths(self, st, peer) if st.paths else out
 
     def peer_down(self, peer: str, now: float) -> None:
         """The session went down: forget its routes, reset max-prefix (starting a hold-down after
@@ -320,6 +341,7 @@ class ImportStage:
         st = self._peers.get(peer)
         if st is not None:
             st.verdicts = {}
+            st.paths = {}
             st.held = [0, 0, 0, 0]
             st.rejected_kept = 0
             st.unkept = [0, 0]
@@ -353,6 +375,16 @@ class ImportStage:
             v = st.verdicts.get(prefix)
             if v is not None:
                 out[address] = v
+        return out
+
+    def explain_paths(self, prefix: Prefix) -> list[tuple[str, int | None, Verdict]]:
+        """Every peer's stored verdicts for `prefix`: (peer, path id or None, verdict)."""
+        out: list[tuple[str, int | None, Verdict]] = []
+        for address, st in self._peers.items():
+            v = st.verdicts.get(prefix)
+            if v is not None:
+                out.append((address, None, v))
+            out += [(address, pid, v) for pid, v in sorted(st.paths.get(prefix, {}).items())]
         return out
 
     def held(self, peer: str) -> dict[int, tuple[int, int]]:

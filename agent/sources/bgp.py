@@ -29,6 +29,15 @@ End-of-RIB, as FRR's update-delay takes it): KEEPALIVEs and UPDATEs arrive in th
 and a peer sends its first KEEPALIVE a keepalive interval (hold time / 3) after its last message,
 i.e. after its initial UPDATEs (BIRD restarts that timer with every message it sends).
 
+ADD-PATH (RFC 7911): a `RouteUpdate` with path ids goes to the stage path by path
+(`ImportStage.receive_batch(path_ids=)`, `withdraw_path`); the stale set then holds ``(prefix,
+path_id)`` keys, so a restarted peer's End-of-RIB sweeps exactly the paths it did not re-send
+(a path re-sent under another id is a new path; the old one is swept). Path ids need not survive
+the restart, so while an ADD-PATH peer has stale paths the RIB updates of its UPDATEs are held
+back (the import stage has taken them: counts, max-prefix) and applied in one batch with the
+sweep at its End-of-RIB or stale timer, or as soon as no stale path is left (`_flush`): the RIB
+diffs the route before and after the batch, so re-numbered paths move no kernel route.
+
 Explicit withdrawals of routes the peer announced in this session are listed in
 `BgpOutput.withdrawn`: the restart gate holds routes adopted from before the restart, never what
 the peer says now, so the agent applies them at once (`FibState.release`).
@@ -57,6 +66,11 @@ from ..core.bgp import (
 from ..core.bgp_speaker import SpeakerDown
 
 
+def withdraw_all(origin, keys: Iterable) -> list[Update]:
+    """RIB withdrawals of a peer's routes by key: a `Prefix`, or ``(prefix, path_id)`` (ADD-PATH)."""
+    return [Update(k[0], origin, None, k[1]) if k.__class__ is tuple else Update(k, origin, None) for k in keys]
+
+
 @dataclass(frozen=True, slots=True)
 class BgpPeerSettings:
     address: str
@@ -82,7 +96,8 @@ class PeerSession:
     gr_time: int | None = None  # from the peer's OPEN; None: no graceful restart
     eor_promised: bool = True  # the peer's OPEN had the GR capability: it sends End-of-RIB
     eor: set[Family] = field(default_factory=set)
-    stale: set[Prefix] = field(default_factory=set)
+    stale: set = field(default_factory=set)  # keys: Prefix, or (prefix, path_id) for ADD-PATH paths
+    deferred: list[Update] = field(default_factory=list)  # ADD-PATH paths re-sent while recovering
     stale_until: float | None = None
     synced: bool = False
     last_reason: str = ""
@@ -109,9 +124,8 @@ class BgpSource:
         s = self.sessions.pop(peer, None)
         if s is None:
             return []
-        origin = self.stage.origin(peer)
         gone = set(self.stage.accepted_prefixes(peer)) | s.stale
-        return [Update(p, origin, None) for p in gone]
+        return withdraw_all(self.stage.origin(peer), gone)
 
     def handle(self, ev, now: float) -> BgpOutput:
         out = BgpOutput()
@@ -150,24 +164,43 @@ class BgpSource:
         s = self.sessions.get(ev.peer)
         if s is None:
             return
+        if s.deferred or s.stale and (ev.path_ids is not None or ev.withdrawn_path_ids is not None):
+            held = BgpOutput()  # ADD-PATH peer in graceful-restart recovery: see _flush
+            self._receive(ev, s, held)
+            s.deferred += held.updates
+            out.commands += held.commands
+            out.logs += held.logs
+            if not s.stale:  # every stale path re-sent: nothing left to pair up
+                self._flush(s, out)
+            return
+        self._receive(ev, s, out)
+
+    def _receive(self, ev: RouteUpdate, s: PeerSession, out: BgpOutput) -> None:
         stage = self.stage
-        for prefix in ev.withdrawn:
-            u = stage.withdraw(ev.peer, prefix)
-            if u is None and s.stale and prefix in s.stale:
-                u = Update(prefix, stage.origin(ev.peer), None)  # stale: the stage forgot it
-            s.stale.discard(prefix)
-            if u is not None:
-                out.updates.append(u)
-                out.withdrawn.append(prefix)
-        announced = ev.announced
+        if ev.withdrawn_path_ids is not None:
+            self._withdraw_paths(ev, s, out)
+        else:
+            for prefix in ev.withdrawn:
+                u = stage.withdraw(ev.peer, prefix)
+                if u is None and s.stale and prefix in s.stale:
+                    u = Update(prefix, stage.origin(ev.peer), None)  # stale: the stage forgot it
+                s.stale.discard(prefix)
+                if u is not None:
+                    out.updates.append(u)
+                    out.withdrawn.append(prefix)
+        announced, ids = ev.announced, ev.path_ids
         i, n = 0, len(announced)
         while i < n:  # runs sharing one next hop and attribute set (a whole UPDATE, usually)
             _prefix, next_hop, attrs, _link_local = announced[i]
             j = i + 1
             while j < n and announced[j][2] is attrs and announced[j][1] == next_hop:
                 j += 1
-            decision, _verdict = stage.receive_batch(ev.peer, [a[0] for a in announced[i:j]], next_hop,
-                                                     attrs, out.updates, s.stale)
+            batch = [a[0] for a in announced[i:j]]
+            if ids is None:
+                decision, _verdict = stage.receive_batch(ev.peer, batch, next_hop, attrs, out.updates, s.stale)
+            else:
+                decision, _verdict = stage.receive_batch(ev.peer, batch, next_hop, attrs, out.updates, s.stale,
+                                                         path_ids=ids[i:j])
             i = j
             if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
                 if decision == "teardown":
@@ -176,6 +209,19 @@ class BgpSource:
                     out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
                 elif decision == "warn":
                     out.logs.append(f"peer {ev.peer}: max-prefix limit exceeded")
+
+    def _withdraw_paths(self, ev: RouteUpdate, s: PeerSession, out: BgpOutput) -> None:
+        """ADD-PATH withdrawals: each names its path (``(prefix, path_id)`` in the stale set)."""
+        stage = self.stage
+        for prefix, pid in zip(ev.withdrawn, ev.withdrawn_path_ids or ()):
+            u = stage.withdraw_path(ev.peer, prefix, pid)
+            key = (prefix, pid)
+            if u is None and s.stale and key in s.stale:
+                u = Update(prefix, stage.origin(ev.peer), None, pid)  # stale: the stage forgot it
+            s.stale.discard(key)
+            if u is not None:
+                out.updates.append(u)
+                out.withdrawn.append(prefix)
 
     def _eor(self, ev: EndOfRib, out: BgpOutput) -> None:
         s = self.sessions.get(ev.peer)
@@ -209,13 +255,25 @@ class BgpSource:
                 # administrative shutdown, an error) or our teardown ends it: the routes go at once
                 self._go_stale(s, s.gr_time, now, out)
             else:
-                origin = self.stage.origin(ev.peer)
-                out.updates += [Update(p, origin, None) for p in self.stage.accepted_prefixes(ev.peer)]
+                self._flush(s, out)
+                out.updates += withdraw_all(self.stage.origin(ev.peer), self.stage.accepted_prefixes(ev.peer))
                 self.stage.peer_down(ev.peer, now)
             s.ended = False
 
     # ---- stale handling ----
+    def _flush(self, s: PeerSession, out: BgpOutput) -> None:
+        """The RIB updates held back while an ADD-PATH peer recovered from a graceful restart,
+        in one batch. Path ids need not survive a restart (BIRD allocates them anew): applied one
+        by one, a re-sent path would replace the stale path that had its id, which may be another
+        path (the route of the other upstream), and the ECMP route would lose a next hop until
+        that one is re-sent too. Applied together (with the sweep, at End-of-RIB) the RIB compares
+        the route before and after the whole batch: no change, no kernel write."""
+        if s.deferred:
+            out.updates += s.deferred
+            s.deferred = []
+
     def _go_stale(self, s: PeerSession, seconds: float, now: float, out: BgpOutput) -> None:
+        self._flush(s, out)
         s.stale |= set(self.stage.accepted_prefixes(s.settings.address))
         self.stage.peer_down(s.settings.address, now)
         if s.stale and s.stale_until is None:  # reconnect attempts do not extend the deadline
@@ -232,7 +290,7 @@ class BgpSource:
         return out
 
     def _sweep(self, s: PeerSession, out: BgpOutput) -> None:
-        origin = self.stage.origin(s.settings.address)
-        out.updates += [Update(p, origin, None) for p in s.stale]
+        self._flush(s, out)
+        out.updates += withdraw_all(self.stage.origin(s.settings.address), s.stale)
         s.stale.clear()
         s.stale_until = None

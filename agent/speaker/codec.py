@@ -28,6 +28,10 @@ What ExaBGP 5.0.15 writes (captured from a real BIRD 2 session in ``tests/data/e
   treat-as-withdraw NLRI into withdraws and drops "discard" UPDATEs itself, so the decoder reports
   the announcements of such an UPDATE as withdrawn (never installs what ExaBGP threw away).
 
+ADD-PATH (RFC 7911): ExaBGP writes each route's path id as ``"path-information": "0.0.0.7"``
+beside its ``nlri``; the decoder puts them into `RouteUpdate.path_ids` / `withdrawn_path_ids` as
+the wire codec does, so both modes give the same events.
+
 IPv6 next hops. An IPv6 UPDATE may carry a global and a link-local next hop (RFC 2545); ExaBGP then
 lists every prefix twice, once under each address. The decoder yields one `Announced` per prefix:
 ``next_hop`` is the global address, ``link_local`` the link-local one (the alternative to use when
@@ -189,29 +193,42 @@ class Decoder:
         broken = bool(raw_attrs) and "error" in raw_attrs
         announced: dict[Family, list[Announced]] = {}
         withdrawn: dict[Family, list[Prefix]] = {}
+        ids: dict[Family, list[int]] = {}  # ADD-PATH: path ids of the announced routes, in order
+        wd_ids: dict[Family, list[int]] = {}  # and of the withdrawn ones
         for fam_name, nlris in update.get("withdraw", {}).items():
             family = _FAMILIES.get(fam_name)
             if family is not None:
                 withdrawn.setdefault(family, []).extend(Prefix.parse(n["nlri"]) for n in nlris)
+                if nlris and "path-information" in nlris[0]:
+                    wd_ids.setdefault(family, []).extend(_path_id(n) for n in nlris)
         for fam_name, by_nexthop in update.get("announce", {}).items():
             family = _FAMILIES.get(fam_name)
             if family is None:
                 continue
             parse = Prefix.parse
-            routes = _announced_v6(by_nexthop, attrs) if family is Family.IPV6_UNICAST else [
-                _new_announced((parse(n["nlri"]), nh, attrs, None))
-                for nh, nlris in by_nexthop.items()
-                for n in nlris
-            ]
+            if family is Family.IPV6_UNICAST:
+                routes, path_ids = _announced_v6(by_nexthop, attrs)
+            else:
+                routes = [_new_announced((parse(n["nlri"]), nh, attrs, None))
+                          for nh, nlris in by_nexthop.items() for n in nlris]
+                path_ids = [_path_id(n) for nlris in by_nexthop.values() for n in nlris] \
+                    if any(nlris and "path-information" in nlris[0] for nlris in by_nexthop.values()) else None
             if broken:
                 withdrawn.setdefault(family, []).extend(r.prefix for r in routes)
+                if path_ids is not None:
+                    wd_ids.setdefault(family, []).extend(path_ids)
             else:
                 announced[family] = routes
+                if path_ids is not None:
+                    ids[family] = path_ids
         out = []
         for family in (Family.IPV4_UNICAST, Family.IPV6_UNICAST):
             a, w = announced.get(family), withdrawn.get(family)
             if a or w:
-                out.append(RouteUpdate(peer, family, tuple(a or ()), tuple(w or ())))
+                pa, pw = ids.get(family), wd_ids.get(family)
+                has_ids = pa is not None or pw is not None
+                out.append(RouteUpdate(peer, family, tuple(a or ()), tuple(w or ()),
+                                       tuple(pa or ()) if has_ids else None, tuple(pw or ()) if has_ids else None))
         return tuple(out)
 
     def attrs(self, raw: dict[str, Any]) -> PathAttrs:
@@ -313,19 +330,30 @@ class Decoder:
         return (RouteRefresh(self._peer(neighbor), family, subtype),)
 
 
-def _announced_v6(by_nexthop: dict[str, list], attrs: PathAttrs) -> list[Announced]:
+def _path_id(n: dict) -> int:
+    """ExaBGP's ``"path-information": "0.0.0.7"`` (ADD-PATH) as an int; 0 when absent."""
+    text = n.get("path-information")
+    return int(ipaddress.IPv4Address(text)) if text else 0
+
+
+def _announced_v6(by_nexthop: dict[str, list], attrs: PathAttrs) -> tuple[list[Announced], list[int] | None]:
+    """The announced IPv6 routes (one per prefix and path id: ExaBGP lists a route under its
+    global and its link-local next hop) and their path ids (None without ADD-PATH)."""
+    addpath = any(nlris and "path-information" in nlris[0] for nlris in by_nexthop.values())
     if len(by_nexthop) == 1:
         ((nh, nlris),) = by_nexthop.items()
-        return [Announced(Prefix.parse(n["nlri"]), nh, attrs) for n in nlris]
-    glob: dict[str, str] = {}
-    link: dict[str, str] = {}
+        return [Announced(Prefix.parse(n["nlri"]), nh, attrs) for n in nlris], \
+            [_path_id(n) for n in nlris] if addpath else None
+    glob: dict[tuple[str, int], str] = {}
+    link: dict[tuple[str, int], str] = {}
     for nh, nlris in by_nexthop.items():
         target = link if _is_link_local(nh) else glob
         for n in nlris:
-            target.setdefault(n["nlri"], nh)
-    out = [Announced(Prefix.parse(p), nh, attrs, link.get(p)) for p, nh in glob.items()]
-    out += [Announced(Prefix.parse(p), nh, attrs) for p, nh in link.items() if p not in glob]
-    return out
+            target.setdefault((n["nlri"], _path_id(n) if addpath else 0), nh)
+    keys = [*glob, *(k for k in link if k not in glob)]
+    out = [Announced(Prefix.parse(k[0]), glob[k], attrs, link.get(k)) if k in glob
+           else Announced(Prefix.parse(k[0]), link[k], attrs) for k in keys]
+    return out, [k[1] for k in keys] if addpath else None
 
 
 def _b(part: str | bytes) -> bytes:

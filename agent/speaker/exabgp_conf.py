@@ -17,7 +17,11 @@ through the supervisor, which restarts both) and one ``neighbor`` block per peer
 * ``adj-rib-in false`` (the agent keeps the routes; ExaBGP's copy costs 10x the memory);
   ``adj-rib-out true``: ExaBGP re-sends our (few) advertisements itself when a session comes
   back and answers route refreshes.
-* ``capability { route-refresh enable; graceful-restart N; }`` (graceful restart only when N > 0).
+* ``capability { route-refresh enable; graceful-restart N; }`` (graceful restart only when N > 0),
+  and ``add-path receive;`` for a peer with ``addPath: {receive: true}``: ExaBGP then offers
+  ADD-PATH receive (RFC 7911) for every family of the session (no ``add-path`` family block:
+  all of them), and the launcher's raw-update line says, per family, whether it was negotiated
+  (`agent.speaker.wire`: the path ids are kept).
 * ``passive true`` for passive peers, else ``connect PORT``. ExaBGP never listens on the wildcard
   addresses by itself: with BgpSpeaker ``listenAddresses`` unset, ``exabgp.tcp.bind`` is empty and
   each passive peer gets ``listen PORT`` (ExaBGP binds its ``local-address`` only, sets that
@@ -222,6 +226,8 @@ def _neighbor(peer: BgpPeer, secrets: Mapping[str, str], speaker: BgpSpeakerSpec
     ]
     if spec.graceful_restart_seconds:
         out.append(f"        graceful-restart {spec.graceful_restart_seconds};")
+    if spec.add_path.receive:  # every family of the session (no add-path block: ExaBGP's default)
+        out.append("        add-path receive;")
     out += [
         "    }",
         "    api {",

@@ -11,10 +11,11 @@ families are ignored. `caps` are the session's negotiated capabilities as bit fl
 NLRI carries a 4-octet path identifier), `CAP_EXTENDED` (extended messages, RFC 8654).
 
 NLRI fields are read by `agent.speaker.wire_nlri`, path attributes by `agent.speaker.wire_attrs`
-(their values by `agent.speaker.wire_values`). Path identifiers are decoded
-(`wire_nlri.nlri_entries`) and dropped at the event boundary: `Announced` has
-no path id yet (ADD-PATH through the RIB is later work), so two paths of one prefix arrive as two
-`Announced` of that prefix, as the JSON decoder gives them.
+(their values by `agent.speaker.wire_values`). ADD-PATH: for a family whose flag is set the
+fields are read as ``(path_id, Prefix)`` pairs (`wire_nlri.field_prefixes`) and split at the event
+boundary: the `RouteUpdate` gets the prefixes as usual and `path_ids` / `withdrawn_path_ids`
+beside them (same order), so two paths of one prefix are two `Announced` of that prefix with two
+path ids. Without ADD-PATH those are None and nothing else changes (no step per prefix added).
 
 IPv6 next hops (RFC 2545): 16 octets (global, or link-local alone: kept, the resolver binds it to
 the session's interface) or 32 (global then link-local): `Announced.next_hop` is the global one,
@@ -79,6 +80,19 @@ _new_route_update = frozen_builder(RouteUpdate)
 def _announced(found: list[Prefix], nh: str | None, attrs, link_local: str | None) -> tuple[Announced, ...]:
     """One `Announced` per prefix, all sharing next hop and attributes (no Python step per prefix)."""
     return tuple(map(_new_tuple, repeat(Announced), zip(found, repeat(nh), repeat(attrs), repeat(link_local))))
+
+
+def _path_update(peer: str, family: Family, entries: list, nh: str | None, attrs, link_local: str | None,
+                 withdrawn: list, more: list, more_nh: str | None) -> RouteUpdate:
+    """The `RouteUpdate` of an ADD-PATH family from ``(path_id, Prefix)`` entries: announced
+    `entries` (next hop `nh`), then `more` (IPv4 in MP_REACH_NLRI: next hop `more_nh`), and the
+    `withdrawn` ones; the path ids go beside the prefixes (`RouteUpdate.path_ids`)."""
+    routes = _announced([p for _, p in entries], nh, attrs, link_local)
+    if more:
+        routes += _announced([p for _, p in more], more_nh, attrs, link_local)
+    return _new_route_update(peer, family, routes, tuple(p for _, p in withdrawn),
+                             tuple(i for i, _ in entries) + tuple(i for i, _ in more),
+                             tuple(i for i, _ in withdrawn))
 
 
 def _is_link_local(addr: bytes) -> bool:
@@ -201,11 +215,13 @@ class WireDecoder:
         plen = body[a1]
         if a1 + 1 + ((plen + 7) >> 3) == n and plen <= 32 and not caps & CAP_ADDPATH_V4:  # one prefix
             prefix = _new_int(Prefix, ((_from_bytes(body[a1 + 1:]) << SHIFT4[n - a1 - 1]) | plen) & MASK4[plen])
-            return (_new_route_update(peer, V4, (_new_tuple(Announced, (prefix, nh, attrs, None)),), ()),)
+            return (_new_route_update(peer, V4, (_new_tuple(Announced, (prefix, nh, attrs, None)),), (), None, None),)
         found = field_prefixes(body, a1, n, False, caps & CAP_ADDPATH_V4)
         if found is None:
             return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
-        return (_new_route_update(peer, V4, _announced(found, nh, attrs, None), ()),)
+        if caps & CAP_ADDPATH_V4:
+            return (_path_update(peer, V4, found, nh, attrs, None, (), (), None),)
+        return (_new_route_update(peer, V4, _announced(found, nh, attrs, None), (), None, None),)
 
     def _general(self, peer: str, caps: int, body: bytes, wl: int, a1: int, block: bytes,
                  info: AttrInfo, mp: list | None) -> tuple[Event, ...]:
@@ -305,12 +321,18 @@ class WireDecoder:
         out: list[Event] = [_error_event(peer, errors, single)] if errors else []
         if an4 or mp_an4 or wd4:
             nh = info.next_hop
-            routes = _announced(an4, nh, attrs, None)
-            if mp_an4:
-                routes += _announced(mp_an4, nh4, attrs, None)
-            out.append(_new_route_update(peer, V4, routes, tuple(wd4)))
+            if addpath4:
+                out.append(_path_update(peer, V4, an4, nh, attrs, None, wd4, mp_an4, nh4))
+            else:
+                routes = _announced(an4, nh, attrs, None)
+                if mp_an4:
+                    routes += _announced(mp_an4, nh4, attrs, None)
+                out.append(_new_route_update(peer, V4, routes, tuple(wd4), None, None))
         if an6 or wd6:
-            out.append(_new_route_update(peer, V6, _announced(an6, nh6, attrs, ll6), tuple(wd6)))
+            if caps & CAP_ADDPATH_V6:
+                out.append(_path_update(peer, V6, an6, nh6, attrs, ll6, wd6, (), None))
+            else:
+                out.append(_new_route_update(peer, V6, _announced(an6, nh6, attrs, ll6), tuple(wd6), None, None))
         return tuple(out)
 
 

@@ -5,7 +5,8 @@ DOC: pure functions for `agent.speaker.wire`. `prefixes(data, pos, end, v6)` rea
 values (the same ints `Prefix.parse` gives: ``(v6 << 136) | (address << 8) | length``), or None
 when it is malformed (a length over 32/128, a prefix overrunning the field): the caller resets
 the session. Host bits are cleared, as BIRD and FRR do. `nlri_entries(..., addpath)` gives
-``(path_id, Prefix)`` pairs for ADD-PATH (RFC 7911) fields.
+``(path_id, Prefix)`` pairs for ADD-PATH (RFC 7911) fields (the 4-octet path id before each
+prefix); `field_prefixes` gives either, by the session's ADD-PATH flag for the family.
 
 Speed: a field of prefixes of one length (the usual shape of a big UPDATE) is read without a
 Python step per prefix (`_one_length`); otherwise one loop step per prefix computes its value,
@@ -94,27 +95,47 @@ def nlri_entries(data: bytes, pos: int, end: int, v6: bool, addpath: bool) -> li
     if not addpath:
         found = prefixes(data, pos, end, v6)
         return None if found is None else [(None, p) for p in found]
-    out = []
+    return _path_entries(data, pos, end, v6)
+
+
+def _path_entries(data: bytes, pos: int, end: int, v6: bool) -> list[tuple[int, Prefix]] | None:
+    """An ADD-PATH field: the path ids are cut out, the prefixes left are read in one `prefixes`
+    call. A field of prefixes of one length (a big UPDATE) is cut column by column, as
+    `_one_length` reads it, without a Python step per prefix."""
+    if end - pos >= 5:
+        plen = data[pos + 4]
+        step = 5 + ((plen + 7) >> 3)
+        size = end - pos
+        if size >= 8 * step and not size % step and plen <= (128 if v6 else 32) \
+                and data[pos + 4:end:step] == bytes((plen,)) * (size // step):
+            count, width = size // step, step - 4
+            ids = bytearray(4 * count)
+            for j in range(4):
+                ids[j::4] = data[pos + j:end:step]
+            rest = bytearray(width * count)
+            for j in range(width):
+                rest[j::width] = data[pos + 4 + j:end:step]
+            return list(zip(struct.unpack(f">{count}I", ids), _one_length(bytes(rest), 0, len(rest), plen, width, v6)))
+    ids: list[int] = []
+    parts: list[bytes] = []
     while pos < end:
         if end - pos < 5:
             return None
-        path_id = _from_bytes(data[pos:pos + 4])
-        plen = data[pos + 4]
-        nxt = pos + 5 + ((plen + 7) >> 3)
+        ids.append(_from_bytes(data[pos:pos + 4]))
+        nxt = pos + 5 + ((data[pos + 4] + 7) >> 3)
         if nxt > end:
             return None
-        one = prefixes(data, pos + 4, nxt, v6)
-        if one is None:
-            return None
-        out.append((path_id, one[0]))
+        parts.append(data[pos + 4:nxt])
         pos = nxt
-    return out
+    rest = b"".join(parts)
+    found = prefixes(rest, 0, len(rest), v6)
+    return None if found is None else list(zip(ids, found))
 
 
-def field_prefixes(data: bytes, pos: int, end: int, v6: bool, addpath: int) -> list[Prefix] | None:
-    """The prefixes of a field, with or without ADD-PATH: the path ids are dropped here, at the
-    event boundary (`Announced` has no path id yet; see `agent.speaker.wire`)."""
+def field_prefixes(data: bytes, pos: int, end: int, v6: bool, addpath: int) -> list | None:
+    """The entries of a field: its prefixes, or with ADD-PATH ``(path_id, Prefix)`` pairs (the
+    caller splits them at the event boundary: `RouteUpdate.path_ids`, see `agent.speaker.wire`).
+    None if malformed."""
     if not addpath:
         return prefixes(data, pos, end, v6)
-    found = nlri_entries(data, pos, end, v6, True)
-    return None if found is None else [p for _, p in found]
+    return _path_entries(data, pos, end, v6)
