@@ -237,7 +237,7 @@ class Rib:
                 return hit[2]
             route, recursive = self._single(entry, prefix)
             if not recursive:  # a recursive result depends on the prefix: not shareable
-                if len(self._single_cache) > 65536:
+                if len(self._single_cache) > 8192:  # (a candidate's prefixes come together)
                     self._single_cache.clear()
                 self._single_cache[id(entry)] = (entry, self.resolver.generation, route)
             return route

@@ -36,7 +36,9 @@ from ..policy.verdict import Modifications, Verdict
 from .maxprefix import MaxPrefixLimit
 
 _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
-CANDIDATE_CACHE = 1 << 16  # cached candidates per peer (cleared when full)
+# cached candidates per peer (cleared when full): keyed by the identity of the codec's attribute
+# objects, which the codec shares for at most 4096 sets at a time, so more would not hit more
+CANDIDATE_CACHE = 1 << 13
 _candidate = partial(tuple.__new__, Candidate)  # named tuples without their Python-level __new__
 _bgp_attrs = partial(tuple.__new__, BgpAttrs)
 

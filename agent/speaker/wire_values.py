@@ -23,6 +23,7 @@ them). AGGREGATOR is validated and dropped (PathAttrs has no field for it).
 Memos: decoded values repeat across UPDATEs far more than whole attribute sets do (one MED per
 route, the same AS paths, next hops and communities), so each kind is memoised by its octets
 (`cached`); pure memoisation, bounded (a memo is cleared when full), `clear_memos` for benchmarks.
+AS numbers are shared too (one int object per ASN, not per hop of every path: memory).
 `frozen_builder` builds frozen dataclasses without their generated ``__init__`` (see there).
 """
 
@@ -93,9 +94,22 @@ def segments(data: bytes, pos: int, end: int, width: int) -> list | None:
         nxt = pos + 2 + count * width
         if count == 0 or not 1 <= kind <= 4 or nxt > end:
             return None
-        out.append((kind, unpack(data, pos + 2, count)))
+        out.append((kind, _shared_asns(unpack(data, pos + 2, count))))
         pos = nxt
     return out
+
+
+_ASNS: dict[int, int] = {}
+ASN_MEMO_SIZE = 1 << 18  # distinct ASNs in a full table: ~80k
+
+
+def _shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
+    """The same AS numbers, each one object however many paths hold it (an int above 256 is an
+    object of its own: 32 octets, for every hop of every path of a full table otherwise)."""
+    if len(_ASNS) >= ASN_MEMO_SIZE:
+        _ASNS.clear()
+    get = _ASNS.setdefault
+    return tuple([get(a, a) for a in values])
 
 
 def _path_count(segs) -> int:
@@ -204,7 +218,8 @@ MEMO_CLUSTERS: dict = {}
 
 def clear_memos() -> None:
     """Forget every memoised value (benchmarks start cold with it)."""
-    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS):
+    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS,
+                 _ASNS):
         memo.clear()
 
 
