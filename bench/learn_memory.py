@@ -7,7 +7,8 @@ attribute set, at most --per-update prefixes each) and fed through the agent's r
 process: the raw-update line decoder (`agent.speaker.codec.Decoder`), the BGP runtime (import
 stage, BGP source; its speaker is never started), the RIB, the FIB state and the nexthop-object
 layer as `agent.daemon.routing.Routing` wires them (`handle_bgp` on bursts of --burst events, then
-a plan / expand / done as if the kernel accepted every write, as `agent.daemon.writer` does).
+a plan / expand / done as if the kernel accepted every write, as `agent.daemon.writer` does), with
+the agent's garbage-collector settings.
 The `distinct` table (--distinct N: one /24 per UPDATE, each with its own MED, as bgp_learn's) is
 the per-route CPU case.
 
@@ -135,6 +136,14 @@ class Harness:
         return len(self.routing.fib.actual)
 
 
+def tune_gc() -> None:
+    """As the agent does at start (`agent.daemon.agent`): start-up objects frozen, young objects
+    collected every 50,000 allocations."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def lines_of(bodies: list[bytes]) -> list[bytes]:
     return [b"raw-update 10.0.0.1 1 " + b.hex().encode() for b in bodies]
 
@@ -146,6 +155,7 @@ def run(name: str, bodies: list[bytes], args) -> dict:
     del bodies
     with tempfile.TemporaryDirectory() as tmp:
         h = Harness(tmp)
+        tune_gc()
         if args.trace:
             import tracemalloc
             tracemalloc.start(args.trace_depth)

@@ -51,6 +51,7 @@ from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
 
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 _V6_FLAG = 1 << 136
+_NONE = object()
 
 
 def group_key(prefix: Prefix, route: KernelRoute) -> tuple | None:
@@ -202,29 +203,39 @@ class NhLayer:
             changing.add(gid)
             planned.setdefault(key, gid)
             carried.update(id(o) for o in gops)
+        # the group of each route object met in this call, per family (routes are shared by many
+        # prefixes, and the ops hold them, so their ids are stable here): one lookup per object
+        seen: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         for op in ops:
             if carried and id(op) in carried:
                 continue
             if op.kind is DELETE:
                 routes.append(op)
                 continue
-            key = group_key(op.prefix, op.route)
-            if key is None:
-                routes.append(op)
-                continue
-            gid = planned.get(key)
-            if gid is None:
-                gid = self.by_key.get(key)
-                if gid is None or gid in changing:
-                    members = self._members(key, planned, singles)  # (singles get the lower ids)
-                    gid = self._alloc(planned)
-                    groups.append(NhOp(ADD, gid, 0, None, members))
-                planned[key] = gid
-            routes.append(NhRouteOp(op, gid))
+            known = seen[1 if op.prefix & _V6_FLAG else 0]
+            gid = known.get(id(op.route), _NONE)
+            if gid is _NONE:
+                gid = known[id(op.route)] = self._group_of(op, planned, singles, groups, changing)
+            routes.append(op if gid is None else NhRouteOp(op, gid))
         kops = singles + groups + routes
         if not kops:
             kops = self._garbage(retry_failed)
         return kops
+
+    def _group_of(self, op: Op, planned: dict, singles: list, groups: list, changing: set) -> int | None:
+        """The group `op`'s route goes through (None: a plain route), planned or new."""
+        key = group_key(op.prefix, op.route)
+        if key is None:
+            return None
+        gid = planned.get(key)
+        if gid is None:
+            gid = self.by_key.get(key)
+            if gid is None or gid in changing:
+                members = self._members(key, planned, singles)  # (singles get the lower ids)
+                gid = self._alloc(planned)
+                groups.append(NhOp(ADD, gid, 0, None, members))
+            planned[key] = gid
+        return gid
 
     def _members(self, key: tuple, planned: dict, singles: list) -> tuple[tuple[int, int], ...]:
         family, hops = key[1], key[2]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..core.bgp import PathAttrs
 from ..core.model import (
     BgpAttrs,
     BgpOrigin,
@@ -140,7 +141,18 @@ class PeerState:
         if base is not None and base[0] is attrs:
             return base[1]
         s = self.settings
-        if isinstance(attrs, BgpAttrs):
+        if attrs.__class__ is PathAttrs:  # the codecs' record: its fields are there, as tuples
+            local_pref, med, origin = attrs.local_pref, attrs.med, attrs.origin
+            bgp = _bgp_attrs((
+                s.address, s.asn, s.router_id or s.address, s.ebgp,
+                100 if s.ebgp or local_pref is None else local_pref,
+                attrs.as_path,
+                origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
+                0 if med is None else med,
+                attrs.communities,
+                attrs.large_communities,
+            ))
+        elif isinstance(attrs, BgpAttrs):
             bgp = attrs
             if s.ebgp and bgp.local_pref != 100:
                 bgp = bgp._replace(local_pref=100)

@@ -161,6 +161,12 @@ class BgpSource:
                 out.withdrawn.append(prefix)
         announced = ev.announced
         i, n = 0, len(announced)
+        if n == 1:  # one prefix (an UPDATE of its own attribute set: the costly case, per route)
+            prefix, next_hop, attrs, _link_local = announced[0]
+            decision, _verdict = stage.receive_batch(ev.peer, (prefix,), next_hop, attrs, out.updates, s.stale)
+            if decision != "ok":
+                self._max_prefix(ev.peer, s, decision, out)
+            return
         while i < n:  # runs sharing one next hop and attribute set (a whole UPDATE, usually)
             _prefix, next_hop, attrs, _link_local = announced[i]
             j = i + 1
@@ -170,12 +176,16 @@ class BgpSource:
                                                      attrs, out.updates, s.stale)
             i = j
             if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
-                if decision == "teardown":
-                    s.ended = True
-                    out.commands.append((ev.peer, "teardown"))
-                    out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
-                elif decision == "warn":
-                    out.logs.append(f"peer {ev.peer}: max-prefix limit exceeded")
+                self._max_prefix(ev.peer, s, decision, out)
+
+    @staticmethod
+    def _max_prefix(peer: str, s: PeerSession, decision: str, out: BgpOutput) -> None:
+        if decision == "teardown":
+            s.ended = True
+            out.commands.append((peer, "teardown"))
+            out.logs.append(f"peer {peer}: max-prefix exceeded: tearing the session down")
+        elif decision == "warn":
+            out.logs.append(f"peer {peer}: max-prefix limit exceeded")
 
     def _eor(self, ev: EndOfRib, out: BgpOutput) -> None:
         s = self.sessions.get(ev.peer)
