@@ -270,14 +270,15 @@ class BgpRuntime(BgpViews):
     def _spawn(self, coro) -> asyncio.Task:
         return self._spawner(coro, name=f"bgp-{coro.__qualname__}")
 
-    def handle(self, ev, now: float) -> BgpOutput:
-        if ev.__class__ is RouteUpdate:  # the hot path: none of the other kinds below
+    def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
+        if ev.__class__ is RouteUpdate:  # the hot path; `out`: the output of UPDATEs before it
             self.updates += 1
-            out = self.source.handle(ev, now)
-            return self._teardowns(out, now) if out.commands else out
+            done = len(out.commands) if out is not None else 0
+            out = self.source.handle(ev, now, out)
+            return self._teardowns(out, now, done) if len(out.commands) > done else out
         if isinstance(ev, Open) and ev.peer in self.peers:
             self.stage.set_router_id(ev.peer, ev.router_id)
-        out = self.source.handle(ev, now)
+        out = self.source.handle(ev, now, out)
         if isinstance(ev, PeerState):
             self._log_state(ev)
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
@@ -303,8 +304,8 @@ class BgpRuntime(BgpViews):
                 self.speaker.send(reset)  # (not to a new ExaBGP: its session is not the one that erred)
         return self._teardowns(out, now)
 
-    def _teardowns(self, out: BgpOutput, now: float) -> BgpOutput:
-        for peer, command in out.commands:
+    def _teardowns(self, out: BgpOutput, now: float, done: int = 0) -> BgpOutput:
+        for peer, command in out.commands[done:]:
             if command == "teardown":
                 self._teardown(peer, now)
         return out

@@ -33,7 +33,7 @@ from ..core.model import (
     nexthops,
 )
 from ..policy.engine import BoundPolicy, PeerInfo
-from ..policy.verdict import Modifications, Verdict
+from ..policy.verdict import NO_MODS, Modifications, Verdict
 from .maxprefix import MaxPrefixLimit
 
 _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
@@ -119,7 +119,7 @@ class PeerState:
         if hit is not None and hit[0] is attrs and hit[1] is mods:
             return hit[2]
         bgp = self._base_attrs(attrs)
-        if mods.changes_attrs:
+        if mods is not NO_MODS and mods.changes_attrs:
             bgp = mods.apply(bgp)
         hops = self.hops.get(nexthop)
         if hops is None:

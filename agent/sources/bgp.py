@@ -113,8 +113,10 @@ class BgpSource:
         gone = set(self.stage.accepted_prefixes(peer)) | s.stale
         return [Update(p, origin, None) for p in gone]
 
-    def handle(self, ev, now: float) -> BgpOutput:
-        out = BgpOutput()
+    def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
+        """One speaker event; `out`: add to this output and return it (else a new one)."""
+        if out is None:
+            out = BgpOutput()
         if isinstance(ev, RouteUpdate):
             self._update(ev, out)
         elif isinstance(ev, EndOfRib):
