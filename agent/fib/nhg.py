@@ -43,6 +43,7 @@ meets an id someone took meanwhile fails with EEXIST; the id is then marked take
 from __future__ import annotations
 
 import errno
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -52,6 +53,7 @@ from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 _V6_FLAG = 1 << 136
 _NONE = object()
+_nh_route_op = functools.partial(tuple.__new__, NhRouteOp)  # without the Python-level __new__
 
 
 def group_key(prefix: Prefix, route: KernelRoute) -> tuple | None:
@@ -102,6 +104,7 @@ class NhLayer:
         # slot and no object per route
         self.via: dict[Prefix, tuple[int, int]] = {}
         self._pairs: dict[tuple[int, int], tuple[int, int]] = {}
+        self._last_pair: tuple[int, int] = (-1, -1)
         self.users: dict[int, int] = {}  # nexthop id -> how many routes of ours point at it
         self.expansion: dict[int, tuple[NextHop, ...]] = {}
         self.version = 0
@@ -122,7 +125,7 @@ class NhLayer:
         self.key_of, self.by_key = {}, {}
         for i in sorted(self.objects):
             self._index(i, self.objects[i])
-        self._pairs = {}
+        self._pairs, self._last_pair = {}, (-1, -1)
         pair = self._pair
         self.via = {p: pair(i, routes[p].metric or 0) for p, i in nhid.items() if p in routes}
         self.users = {}
@@ -216,7 +219,7 @@ class NhLayer:
             gid = known.get(id(op.route), _NONE)
             if gid is _NONE:
                 gid = known[id(op.route)] = self._group_of(op, planned, singles, groups, changing)
-            routes.append(op if gid is None else NhRouteOp(op, gid))
+            routes.append(op if gid is None else _nh_route_op((op, gid)))
         kops = singles + groups + routes
         if not kops:
             kops = self._garbage(retry_failed)
@@ -293,7 +296,8 @@ class NhLayer:
                 if err is not None:
                     out.append(OpError(k.op, err.errno, err.message))
                 else:
-                    self._set_via(k.prefix, k.nhid, k.route.metric or 0)
+                    op = k.op
+                    self._set_via(op.prefix, k.nhid, op.route.metric or 0)
             else:
                 if err is not None:
                     out.append(err)
@@ -328,12 +332,16 @@ class NhLayer:
 
     def _pair(self, nhid: int, metric: int) -> tuple[int, int]:
         """The shared (nexthop id, metric) tuple: a few per group, not one per route."""
+        last = self._last_pair
+        if last[0] == nhid and last[1] == metric:  # (routes come in runs through one group)
+            return last
         key = (nhid, metric)
         pair = self._pairs.get(key)
         if pair is None:
             if len(self._pairs) >= 1 << 16:
                 self._pairs.clear()  # (ids and metrics of the past: only sharing is lost)
             pair = self._pairs[key] = key
+        self._last_pair = pair
         return pair
 
     def _set_via(self, prefix: Prefix, nhid: int, metric: int) -> None:

@@ -131,7 +131,7 @@ class FibState:
             if stale:
                 stale.discard(prefix)
             cur = inflight[prefix] if inflight and prefix in inflight else actual.get(prefix)
-            if cur is route or cur == route:
+            if cur is route or (cur is not None and cur == route):  # (None == route: a Python call)
                 pending.pop(prefix, None)
                 if self.failed:
                     self.failed.pop(prefix, None)

@@ -23,7 +23,8 @@ them). AGGREGATOR is validated and dropped (PathAttrs has no field for it).
 Memos: decoded values repeat across UPDATEs far more than whole attribute sets do (one MED per
 route, the same AS paths, next hops and communities), so each kind is memoised by its octets
 (`cached`); pure memoisation, bounded (a memo is cleared when full), `clear_memos` for benchmarks.
-AS numbers are shared too (one int object per ASN, not per hop of every path: memory).
+AS numbers and community texts are shared too (one object per distinct value, not one per
+occurrence: memory).
 `frozen_builder` builds frozen dataclasses without their generated ``__init__`` (see there).
 """
 
@@ -169,13 +170,25 @@ def ext_text(c: bytes) -> str:
     return hex(_from_bytes(c))
 
 
+_TEXTS: dict[str, str] = {}
+
+
+def _shared_texts(texts: list[str]) -> tuple[str, ...]:
+    """The same strings, one object per distinct community however many sets carry it (tables
+    tag most routes with a few hundred values of their neighbours: 50-60 octets each, per set)."""
+    if len(_TEXTS) >= ASN_MEMO_SIZE:
+        _TEXTS.clear()
+    get = _TEXTS.setdefault
+    return tuple([get(t, t) for t in texts])
+
+
 def community_texts(raw: bytes) -> tuple[str, ...]:
-    return tuple([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
+    return _shared_texts([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
 
 
 def large_texts(raw: bytes) -> tuple[str, ...]:
     it = iter(_u32s(raw, 0, len(raw) >> 2))
-    return tuple([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
+    return _shared_texts([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
 
 
 def extended_texts(raw: bytes) -> tuple[str, ...]:
@@ -219,7 +232,7 @@ MEMO_CLUSTERS: dict = {}
 def clear_memos() -> None:
     """Forget every memoised value (benchmarks start cold with it)."""
     for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS,
-                 _ASNS):
+                 _ASNS, _TEXTS):
         memo.clear()
 
 
