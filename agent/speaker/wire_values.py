@@ -59,7 +59,7 @@ def _u16s(data: bytes, pos: int, count: int) -> tuple[int, ...]:
 def frozen_builder(cls):
     """A positional constructor of the frozen, slotted dataclass `cls` that sets the slots
     through their descriptors: the generated ``__init__`` goes through ``object.__setattr__``
-    by name for every field, which for `PathAttrs` cost as much as parsing all its attributes.
+    by name for every field (for `RouteUpdate`; `PathAttrs` is a named tuple).
     Same object (tests compare it with the generated constructor); `cls` must have no
     ``__post_init__``."""
     names = [f.name for f in dataclasses.fields(cls)]
