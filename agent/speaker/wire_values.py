@@ -171,12 +171,13 @@ def ext_text(c: bytes) -> str:
 
 
 _TEXTS: dict[str, str] = {}
+TEXT_MEMO_SIZE = 1 << 14  # (a table of every value ever seen would cost an entry per rare one)
 
 
 def _shared_texts(texts: list[str]) -> tuple[str, ...]:
-    """The same strings, one object per distinct community however many sets carry it (tables
+    """The same strings, one object per frequent community however many sets carry it (tables
     tag most routes with a few hundred values of their neighbours: 50-60 octets each, per set)."""
-    if len(_TEXTS) >= ASN_MEMO_SIZE:
+    if len(_TEXTS) >= TEXT_MEMO_SIZE:
         _TEXTS.clear()
     get = _TEXTS.setdefault
     return tuple([get(t, t) for t in texts])
