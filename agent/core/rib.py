@@ -88,6 +88,7 @@ class Rib:
         self._routes: dict[Prefix, Entry] = {}
         self._route_cache: dict[tuple[int, int | None], KernelRoute] = {}
         self._single_cache: dict[int, tuple[Candidate, int, KernelRoute | None]] = {}
+        self._hops_cache: dict[int, tuple[tuple, int, int | None, KernelRoute | None]] = {}
         self.counts: Counter[Origin] = Counter()
 
     # ---- updates ----
@@ -109,7 +110,7 @@ class Rib:
                         if hit is not None and hit[0] is cand and hit[1] == generation:
                             route = hit[2]
                         else:
-                            route = desired(prefix)
+                            route = self._desired_single(cand, prefix)
                         if route is not None:
                             changes[prefix] = route
                         continue
@@ -136,6 +137,7 @@ class Rib:
         """The FIB's metric changed: every desired route changes with it."""
         self.default_metric = metric
         self._single_cache.clear()
+        self._hops_cache.clear()
         return {p: self.desired(p) for p in self._routes}
 
     def set_connected(self, changes: Iterable[tuple[Prefix, str, bool]]) -> dict[Prefix, KernelRoute | None]:
@@ -234,18 +236,33 @@ class Rib:
         if entry is None:
             return None
         if entry.__class__ is Candidate:  # one origin: no selection needed
-            # candidates are shared by many prefixes: remember each one's kernel route for the
-            # current resolver generation (keyed by identity; the value keeps it alive)
             hit = self._single_cache.get(id(entry))
             if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
                 return hit[2]
-            route, recursive = self._single(entry, prefix)
-            if not recursive:  # a recursive result depends on the prefix: not shareable
-                if len(self._single_cache) > 65536:
-                    self._single_cache.clear()
-                self._single_cache[id(entry)] = (entry, self.resolver.generation, route)
-            return route
+            return self._desired_single(entry, prefix)
         return self._kernel_route(self.selection(prefix).winners, prefix)
+
+    def _desired_single(self, c: Candidate, prefix: Prefix) -> KernelRoute | None:
+        """The kernel route of a prefix whose only candidate is `c`. Candidates are shared by
+        many prefixes: each one's route is remembered for the current resolver generation (keyed
+        by identity; the value keeps it alive). Candidates of distinct attribute sets share their
+        next hops: a BGP candidate's route is remembered per next-hop tuple and metric too."""
+        generation = self.resolver.generation
+        hops = c.nexthops
+        plain = c.distance < NEVER_INSTALL and c.type is RouteType.UNICAST and not c.origin.kind.foreign
+        if plain:
+            hit = self._hops_cache.get(id(hops))
+            if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
+                return hit[3]
+        route, recursive = self._single(c, prefix)
+        if not recursive:  # a recursive result depends on the prefix: not shareable
+            if len(self._single_cache) > 8192:  # (a candidate's prefixes come together)
+                self._single_cache.clear()
+                self._hops_cache.clear()
+            self._single_cache[id(c)] = (c, generation, route)
+            if plain:
+                self._hops_cache[id(hops)] = (hops, generation, c.metric, route)
+        return route
 
     def _single(self, c: Candidate, prefix: Prefix) -> tuple[KernelRoute | None, bool]:
         if c.distance >= NEVER_INSTALL or c.origin.kind.foreign:

@@ -52,9 +52,8 @@ from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer
 from ..export.reconciler import ExportReconciler
-from ..core.bgp import (
-    AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, SpeakerRestarted, Teardown, UpdateError,
-)
+from ..core.bgp import (AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, RouteUpdate,
+                        SpeakerRestarted, Teardown, UpdateError)
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
 from .bgp_config import import_key, import_peer, peer_key, protected_prefixes
@@ -271,10 +270,15 @@ class BgpRuntime(BgpViews):
     def _spawn(self, coro) -> asyncio.Task:
         return self._spawner(coro, name=f"bgp-{coro.__qualname__}")
 
-    def handle(self, ev, now: float) -> BgpOutput:
+    def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
+        if ev.__class__ is RouteUpdate:  # the hot path; `out`: the output of UPDATEs before it
+            self.updates += 1
+            done = len(out.commands) if out is not None else 0
+            out = self.source.handle(ev, now, out)
+            return self._teardowns(out, now, done) if len(out.commands) > done else out
         if isinstance(ev, Open) and ev.peer in self.peers:
             self.stage.set_router_id(ev.peer, ev.router_id)
-        out = self.source.handle(ev, now)
+        out = self.source.handle(ev, now, out)
         if isinstance(ev, PeerState):
             self._log_state(ev)
             if ev.state is PeerStatus.DOWN and ev.peer in self.held_down:
@@ -298,9 +302,10 @@ class BgpRuntime(BgpViews):
             reset = self.update_errors.handle(ev)
             if reset is not None and ev.peer in self.peers and self.speaker.restarts == self._restarts_seen:
                 self.speaker.send(reset)  # (not to a new ExaBGP: its session is not the one that erred)
-        elif hasattr(ev, "announced"):
-            self.updates += 1
-        for peer, command in out.commands:
+        return self._teardowns(out, now)
+
+    def _teardowns(self, out: BgpOutput, now: float, done: int = 0) -> BgpOutput:
+        for peer, command in out.commands[done:]:
             if command == "teardown":
                 self._teardown(peer, now)
         return out

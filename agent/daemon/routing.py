@@ -263,26 +263,23 @@ class Routing:
 
     # ---------------------------------------------------------------- BGP
     def handle_bgp(self, events) -> None:
-        """Speaker events, in order (a tuple: what the speaker had waiting). The RIB updates of
-        consecutive UPDATEs are applied as one change; anything else is handled on its own,
-        after the updates before it."""
+        """Speaker events, in order (a tuple: what the speaker had waiting). Consecutive UPDATEs
+        share one output: their RIB updates are applied as one change (and their max-prefix logs
+        come after it); anything else is handled on its own, after the updates before it."""
         if not isinstance(events, tuple):
             events = (events,)
-        pending: list = []
-        withdrawn: list = []
+        run = None  # the output of consecutive UPDATEs, one object (applied as one change)
         now = time.monotonic()
         for ev in events:
-            out = self.bgp.handle(ev, now)
-            if ev.__class__ is RouteUpdate and not (out.logs or out.timers or out.synced):
-                pending += out.updates
-                withdrawn += out.withdrawn
+            if ev.__class__ is RouteUpdate:
+                run = self.bgp.handle(ev, now, run)
                 continue
-            if pending:
-                self._apply_bgp(pending, withdrawn)
-                pending, withdrawn = [], []
-            self._one_bgp(ev, out)
-        if pending:
-            self._apply_bgp(pending, withdrawn)
+            if run is not None:
+                self._bgp_output(run)
+                run = None
+            self._one_bgp(ev, self.bgp.handle(ev, now))
+        if run is not None:
+            self._bgp_output(run)
 
     def _apply_bgp(self, updates, withdrawn) -> None:
         """RIB updates from BGP; `withdrawn`: prefixes a peer explicitly withdrew, whose wanted
@@ -309,9 +306,8 @@ class Routing:
             log.warning("%s", line)
             if "max-prefix" in line:
                 self.notice("MaxPrefixExceeded", line, warning=True)
-        loop = asyncio.get_running_loop()
         for seconds, peer in out.timers:
-            loop.call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
+            asyncio.get_running_loop().call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
         for peer in out.synced:
             log.info("peer %s: End-of-RIB (or, without graceful restart, its first KEEPALIVE): in sync", peer)
             self.source_synced(f"bgp/{peer}")

@@ -20,8 +20,8 @@ delete of the group it still uses. Unused objects adopted at start are kept unti
 opens. A failed object delete waits for the retry timer (no spinning).
 
 **Group identity follows the group's users, not its members.** A group id is not bound to one
-member set for ever; it is bound to the set of prefixes that use it (`users`, the reference
-count). When one plan moves *every* user of group G to one and the same new next-hop set S (a
+member set for ever; it is bound to the set of prefixes that use it (`via`; `users` counts
+them). When one plan moves *every* user of group G to one and the same new next-hop set S (a
 peer or next hop failed: the RIB rewrote every prefix that went through {A, B} to {B}; or it
 recovered and the RIB put A back everywhere at once), the layer does not rewrite those routes:
 it replaces G in place with the members of S (`NhOp(REPLACE)` carrying the route ops it stands
@@ -43,6 +43,7 @@ meets an id someone took meanwhile fails with EEXIST; the id is then marked take
 from __future__ import annotations
 
 import errno
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -51,6 +52,8 @@ from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
 
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 _V6_FLAG = 1 << 136
+_NONE = object()
+_nh_route_op = functools.partial(tuple.__new__, NhRouteOp)  # without the Python-level __new__
 
 
 def group_key(prefix: Prefix, route: KernelRoute) -> tuple | None:
@@ -97,8 +100,12 @@ class NhLayer:
         self.foreign: dict[int, NhObject] = {}  # not ours: read, never written
         self.key_of: dict[int, tuple | None] = {}
         self.by_key: dict[tuple, int] = {}
-        self.via: dict[Prefix, tuple[int, int]] = {}  # prefix -> (nexthop id, metric) of our route
-        self.users: dict[int, set[Prefix]] = defaultdict(set)
+        # prefix -> (nexthop id, metric) of our route; the pairs are shared (`_pair`): one dict
+        # slot and no object per route
+        self.via: dict[Prefix, tuple[int, int]] = {}
+        self._pairs: dict[tuple[int, int], tuple[int, int]] = {}
+        self._last_pair: tuple[int, int] = (-1, -1)
+        self.users: dict[int, int] = {}  # nexthop id -> how many routes of ours point at it
         self.expansion: dict[int, tuple[NextHop, ...]] = {}
         self.version = 0
         self.taken: set[int] = set()  # ids refused with EEXIST (someone else's)
@@ -118,10 +125,12 @@ class NhLayer:
         self.key_of, self.by_key = {}, {}
         for i in sorted(self.objects):
             self._index(i, self.objects[i])
-        self.via = {p: (i, routes[p].metric or 0) for p, i in nhid.items() if p in routes}
-        self.users = defaultdict(set)
-        for p, (i, _m) in self.via.items():
-            self.users[i].add(p)
+        self._pairs, self._last_pair = {}, (-1, -1)
+        pair = self._pair
+        self.via = {p: pair(i, routes[p].metric or 0) for p, i in nhid.items() if p in routes}
+        self.users = {}
+        for i, _m in self.via.values():
+            self.users[i] = self.users.get(i, 0) + 1
         self.delete_failed.clear()
         self._reexpand()
 
@@ -189,7 +198,7 @@ class NhLayer:
             key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
             if (key is None or key == old or old[0] != "g" or key[1] != old[1]
-                    or len(gops) != len(self.users.get(gid, ()))
+                    or len(gops) != self.users.get(gid, 0)
                     or any(o.route.nexthops != key[2] for o in gops)):
                 continue
             members = self._members(key, planned, singles)
@@ -197,29 +206,39 @@ class NhLayer:
             changing.add(gid)
             planned.setdefault(key, gid)
             carried.update(id(o) for o in gops)
+        # the group of each route object met in this call, per family (routes are shared by many
+        # prefixes, and the ops hold them, so their ids are stable here): one lookup per object
+        seen: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         for op in ops:
             if carried and id(op) in carried:
                 continue
             if op.kind is DELETE:
                 routes.append(op)
                 continue
-            key = group_key(op.prefix, op.route)
-            if key is None:
-                routes.append(op)
-                continue
-            gid = planned.get(key)
-            if gid is None:
-                gid = self.by_key.get(key)
-                if gid is None or gid in changing:
-                    members = self._members(key, planned, singles)  # (singles get the lower ids)
-                    gid = self._alloc(planned)
-                    groups.append(NhOp(ADD, gid, 0, None, members))
-                planned[key] = gid
-            routes.append(NhRouteOp(op, gid))
+            known = seen[1 if op.prefix & _V6_FLAG else 0]
+            gid = known.get(id(op.route), _NONE)
+            if gid is _NONE:
+                gid = known[id(op.route)] = self._group_of(op, planned, singles, groups, changing)
+            routes.append(op if gid is None else _nh_route_op((op, gid)))
         kops = singles + groups + routes
         if not kops:
             kops = self._garbage(retry_failed)
         return kops
+
+    def _group_of(self, op: Op, planned: dict, singles: list, groups: list, changing: set) -> int | None:
+        """The group `op`'s route goes through (None: a plain route), planned or new."""
+        key = group_key(op.prefix, op.route)
+        if key is None:
+            return None
+        gid = planned.get(key)
+        if gid is None:
+            gid = self.by_key.get(key)
+            if gid is None or gid in changing:
+                members = self._members(key, planned, singles)  # (singles get the lower ids)
+                gid = self._alloc(planned)
+                groups.append(NhOp(ADD, gid, 0, None, members))
+            planned[key] = gid
+        return gid
 
     def _members(self, key: tuple, planned: dict, singles: list) -> tuple[tuple[int, int], ...]:
         family, hops = key[1], key[2]
@@ -277,7 +296,8 @@ class NhLayer:
                 if err is not None:
                     out.append(OpError(k.op, err.errno, err.message))
                 else:
-                    self._set_via(k.prefix, k.nhid, k.route.metric or 0)
+                    op = k.op
+                    self._set_via(op.prefix, k.nhid, op.route.metric or 0)
             else:
                 if err is not None:
                     out.append(err)
@@ -310,20 +330,37 @@ class NhLayer:
         self._index(k.id, obj)
         return True
 
+    def _pair(self, nhid: int, metric: int) -> tuple[int, int]:
+        """The shared (nexthop id, metric) tuple: a few per group, not one per route."""
+        last = self._last_pair
+        if last[0] == nhid and last[1] == metric:  # (routes come in runs through one group)
+            return last
+        key = (nhid, metric)
+        pair = self._pairs.get(key)
+        if pair is None:
+            if len(self._pairs) >= 1 << 16:
+                self._pairs.clear()  # (ids and metrics of the past: only sharing is lost)
+            pair = self._pairs[key] = key
+        self._last_pair = pair
+        return pair
+
     def _set_via(self, prefix: Prefix, nhid: int, metric: int) -> None:
         old = self.via.get(prefix)
         if old is not None and old[0] != nhid:
             self._drop_via(prefix)
-        self.via[prefix] = (nhid, metric)
-        self.users[nhid].add(prefix)
+            old = None
+        self.via[prefix] = self._pair(nhid, metric)
+        if old is None:
+            self.users[nhid] = self.users.get(nhid, 0) + 1
 
     def _drop_via(self, prefix: Prefix) -> None:
         old = self.via.pop(prefix, None)
         if old is not None:
             users = self.users.get(old[0])
             if users is not None:
-                users.discard(prefix)
-                if not users:
+                if users > 1:
+                    self.users[old[0]] = users - 1
+                else:
                     del self.users[old[0]]
 
     @property

@@ -131,7 +131,7 @@ class FibState:
             if stale:
                 stale.discard(prefix)
             cur = inflight[prefix] if inflight and prefix in inflight else actual.get(prefix)
-            if cur is route or cur == route:
+            if cur is route or (cur is not None and cur == route):  # (None == route: a Python call)
                 pending.pop(prefix, None)
                 if self.failed:
                     self.failed.pop(prefix, None)
@@ -292,6 +292,8 @@ class FibState:
         pending = self.pending
         for prefix in settled:
             del pending[prefix]
+        if not pending:
+            self.pending = {}  # (a dict never shrinks by deletions: a burst's table is let go)
         if extra:
             for prefix, olds in extra.items():
                 if (prefix in inflight or prefix in pending or (held and prefix in held)
@@ -336,6 +338,8 @@ class FibState:
             want = pending.get(prefix, _UNKNOWN)
             if want is not _UNKNOWN and (want is actual.get(prefix) or want == actual.get(prefix)):
                 del pending[prefix]
+        if not inflight:
+            self.inflight = {}  # (as in plan(): the table of a big batch is let go)
 
     @property
     def converged(self) -> bool:

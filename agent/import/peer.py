@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..core.bgp import PathAttrs
 from ..core.model import (
     BgpAttrs,
     BgpOrigin,
@@ -34,11 +35,13 @@ from ..core.model import (
     nexthops,
 )
 from ..policy.engine import BoundPolicy, PeerInfo
-from ..policy.verdict import Modifications, Verdict
+from ..policy.verdict import NO_MODS, Modifications, Verdict
 from .maxprefix import MaxPrefixLimit
 
 _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
-CANDIDATE_CACHE = 1 << 16  # cached candidates per peer (cleared when full)
+# cached candidates per peer (cleared when full): keyed by the identity of the codec's attribute
+# objects, which the codec shares for at most 4096 sets at a time, so more would not hit more
+CANDIDATE_CACHE = 1 << 13
 _candidate = partial(tuple.__new__, Candidate)  # named tuples without their Python-level __new__
 _bgp_attrs = partial(tuple.__new__, BgpAttrs)
 
@@ -120,7 +123,7 @@ class PeerState:
         if hit is not None and hit[0] is attrs and hit[1] is mods:
             return hit[2]
         bgp = self._base_attrs(attrs)
-        if mods.changes_attrs:
+        if mods is not NO_MODS and mods.changes_attrs:
             bgp = mods.apply(bgp)
         hops = self.hops.get(nexthop)
         if hops is None:
@@ -156,7 +159,18 @@ class PeerState:
         if base is not None and base[0] is attrs:
             return base[1]
         s = self.settings
-        if isinstance(attrs, BgpAttrs):
+        if attrs.__class__ is PathAttrs:  # the codecs' record: its fields are there, as tuples
+            local_pref, med, origin = attrs.local_pref, attrs.med, attrs.origin
+            bgp = _bgp_attrs((
+                s.address, s.asn, s.router_id or s.address, s.ebgp,
+                100 if s.ebgp or local_pref is None else local_pref,
+                attrs.as_path,
+                origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
+                0 if med is None else med,
+                attrs.communities,
+                attrs.large_communities,
+            ))
+        elif isinstance(attrs, BgpAttrs):
             bgp = attrs
             if s.ebgp and bgp.local_pref != 100:
                 bgp = bgp._replace(local_pref=100)

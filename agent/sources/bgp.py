@@ -127,8 +127,10 @@ class BgpSource:
         gone = set(self.stage.accepted_prefixes(peer)) | s.stale
         return withdraw_all(self.stage.origin(peer), gone)
 
-    def handle(self, ev, now: float) -> BgpOutput:
-        out = BgpOutput()
+    def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
+        """One speaker event; `out`: add to this output and return it (else a new one)."""
+        if out is None:
+            out = BgpOutput()
         if isinstance(ev, RouteUpdate):
             self._update(ev, out)
         elif isinstance(ev, EndOfRib):
@@ -190,6 +192,12 @@ class BgpSource:
                     out.withdrawn.append(prefix)
         announced, ids = ev.announced, ev.path_ids
         i, n = 0, len(announced)
+        if n == 1:  # one prefix (an UPDATE of its own attribute set: the costly case, per route)
+            prefix, next_hop, attrs, _link_local = announced[0]
+            decision, _verdict = stage.receive_batch(ev.peer, (prefix,), next_hop, attrs, out.updates, s.stale)
+            if decision != "ok":
+                self._max_prefix(ev.peer, s, decision, out)
+            return
         while i < n:  # runs sharing one next hop and attribute set (a whole UPDATE, usually)
             _prefix, next_hop, attrs, _link_local = announced[i]
             j = i + 1
@@ -203,12 +211,16 @@ class BgpSource:
                                                          path_ids=ids[i:j])
             i = j
             if decision != "ok":  # MaxPrefixDecision is a str enum: no import of the stage needed
-                if decision == "teardown":
-                    s.ended = True
-                    out.commands.append((ev.peer, "teardown"))
-                    out.logs.append(f"peer {ev.peer}: max-prefix exceeded: tearing the session down")
-                elif decision == "warn":
-                    out.logs.append(f"peer {ev.peer}: max-prefix limit exceeded")
+                self._max_prefix(ev.peer, s, decision, out)
+
+    @staticmethod
+    def _max_prefix(peer: str, s: PeerSession, decision: str, out: BgpOutput) -> None:
+        if decision == "teardown":
+            s.ended = True
+            out.commands.append((peer, "teardown"))
+            out.logs.append(f"peer {peer}: max-prefix exceeded: tearing the session down")
+        elif decision == "warn":
+            out.logs.append(f"peer {peer}: max-prefix limit exceeded")
 
     def _withdraw_paths(self, ev: RouteUpdate, s: PeerSession, out: BgpOutput) -> None:
         """ADD-PATH withdrawals: each names its path (``(prefix, path_id)`` in the stale set)."""

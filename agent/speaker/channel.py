@@ -61,6 +61,7 @@ from ..core.bgp_speaker import CommandAck, CommandsDropped, SpeakerDown
 log = logging.getLogger("agent.speaker")
 
 READ_LIMIT = 64 * 1024 * 1024  # longest JSON line accepted (an UPDATE of 65535 bytes is ~2 MiB of JSON)
+READ_CHUNK = 1 << 16  # bytes per read from the socket
 BATCH = 512  # commands per write
 MAX_QUEUED = 2048  # commands waiting for ExaBGP (up to 500 prefixes each)
 MAX_IN_FLIGHT = 1024  # commands written, not answered yet
@@ -176,18 +177,41 @@ class ApiChannel:
     # ---- events -----------------------------------------------------------------------------------
 
     async def read(self, reader: asyncio.StreamReader) -> None:
-        """Decode every line from `reader` until end of file."""
+        """Decode every line from `reader` until end of file. (Read in chunks and split here:
+        a `readline` per line cost ~15 % of handling an UPDATE of one prefix.)"""
         decoder = Decoder()
-        put = self.put
+        parts: list[bytes] = []  # the line being read, in pieces
+        size = 0
+        skipping = False  # inside a line longer than READ_LIMIT: dropped up to its end
         while True:
-            try:
-                line = await reader.readline()
-            except ValueError:  # longer than the limit: skip it, keep reading
-                self.decode_errors += 1
-                log.error("speaker: line from ExaBGP longer than %d bytes dropped", READ_LIMIT)
-                continue
-            if not line:
+            chunk = await reader.read(READ_CHUNK)
+            if not chunk:
+                if parts:
+                    self._lines((b"".join(parts),), decoder)
                 return
+            lines = chunk.split(b"\n")
+            last = lines.pop()  # (the start of a line not ended yet, or b"")
+            if lines:
+                if skipping:
+                    skipping, lines[0] = False, b""
+                elif parts:
+                    parts.append(lines[0])
+                    lines[0] = b"".join(parts)
+                parts, size = [], 0
+                self._lines(lines, decoder)
+            if last and not skipping:
+                parts.append(last)
+                size += len(last)
+                if size > READ_LIMIT:  # longer than the limit: skip it, keep reading
+                    self.decode_errors += 1
+                    log.error("speaker: line from ExaBGP longer than %d bytes dropped", READ_LIMIT)
+                    parts, size, skipping = [], 0, True
+
+    def _lines(self, lines, decoder: Decoder) -> None:
+        put = self.put
+        for line in lines:
+            if not line:
+                continue
             try:
                 events = decoder.decode(line)
             except CodecError as exc:

@@ -45,7 +45,7 @@ from ..core.bgp import PathAttrs
 from ..core.model import BgpOrigin
 from .wire_values import (
     AS_TRANS, MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_CLUSTERS, MEMO_COMMS, MEMO_EXT, MEMO_LARGE, MEMO_NEXT_HOPS, as_path2, as_path4, cached,
-    community_texts, extended_texts, flatten, frozen_builder, ipv4_list, large_texts, merge_as4, next_hop_text,
+    community_texts, extended_texts, flatten, ipv4_list, large_texts, merge_as4, next_hop_text,
     segments,
 )
 
@@ -97,7 +97,7 @@ class AttrInfo(NamedTuple):
     ok: bool = False  # a good set for IPv4 NLRI: no error, ORIGIN, AS_PATH and a usable NEXT_HOP
 
 
-new_path_attrs = frozen_builder(PathAttrs)
+new_path_attrs = functools.partial(tuple.__new__, PathAttrs)  # PathAttrs((fields ...)), no Python __new__
 EMPTY = AttrInfo(None, None, None, 0, 0, (), False)
 _new_info = functools.partial(tuple.__new__, AttrInfo)
 
@@ -251,8 +251,8 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
     key = (origin, as_path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed)
     attrs = values.get(key) if values is not None else None
     if attrs is None:
-        attrs = new_path_attrs(_ORIGINS[origin], as_path, as_set, med, local_pref, comms, large, ext, atomic,
-                               originator, cluster, confed)
+        attrs = new_path_attrs((_ORIGINS[origin], as_path, as_set, med, local_pref, comms, large, ext, atomic,
+                                originator, cluster, confed))
         if values is not None:
             values[key] = attrs
     if errors:

@@ -23,6 +23,8 @@ them). AGGREGATOR is validated and dropped (PathAttrs has no field for it).
 Memos: decoded values repeat across UPDATEs far more than whole attribute sets do (one MED per
 route, the same AS paths, next hops and communities), so each kind is memoised by its octets
 (`cached`); pure memoisation, bounded (a memo is cleared when full), `clear_memos` for benchmarks.
+AS numbers and community texts are shared too (one object per distinct value, not one per
+occurrence: memory).
 `frozen_builder` builds frozen dataclasses without their generated ``__init__`` (see there).
 """
 
@@ -57,7 +59,7 @@ def _u16s(data: bytes, pos: int, count: int) -> tuple[int, ...]:
 def frozen_builder(cls):
     """A positional constructor of the frozen, slotted dataclass `cls` that sets the slots
     through their descriptors: the generated ``__init__`` goes through ``object.__setattr__``
-    by name for every field, which for `PathAttrs` cost as much as parsing all its attributes.
+    by name for every field (for `RouteUpdate`; `PathAttrs` is a named tuple).
     Same object (tests compare it with the generated constructor); `cls` must have no
     ``__post_init__``."""
     names = [f.name for f in dataclasses.fields(cls)]
@@ -93,9 +95,22 @@ def segments(data: bytes, pos: int, end: int, width: int) -> list | None:
         nxt = pos + 2 + count * width
         if count == 0 or not 1 <= kind <= 4 or nxt > end:
             return None
-        out.append((kind, unpack(data, pos + 2, count)))
+        out.append((kind, _shared_asns(unpack(data, pos + 2, count))))
         pos = nxt
     return out
+
+
+_ASNS: dict[int, int] = {}
+ASN_MEMO_SIZE = 1 << 18  # distinct ASNs in a full table: ~80k
+
+
+def _shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
+    """The same AS numbers, each one object however many paths hold it (an int above 256 is an
+    object of its own: 32 octets, for every hop of every path of a full table otherwise)."""
+    if len(_ASNS) >= ASN_MEMO_SIZE:
+        _ASNS.clear()
+    get = _ASNS.setdefault
+    return tuple([get(a, a) for a in values])
 
 
 def _path_count(segs) -> int:
@@ -155,13 +170,26 @@ def ext_text(c: bytes) -> str:
     return hex(_from_bytes(c))
 
 
+_TEXTS: dict[str, str] = {}
+TEXT_MEMO_SIZE = 1 << 14  # (a table of every value ever seen would cost an entry per rare one)
+
+
+def _shared_texts(texts: list[str]) -> tuple[str, ...]:
+    """The same strings, one object per frequent community however many sets carry it (tables
+    tag most routes with a few hundred values of their neighbours: 50-60 octets each, per set)."""
+    if len(_TEXTS) >= TEXT_MEMO_SIZE:
+        _TEXTS.clear()
+    get = _TEXTS.setdefault
+    return tuple([get(t, t) for t in texts])
+
+
 def community_texts(raw: bytes) -> tuple[str, ...]:
-    return tuple([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
+    return _shared_texts([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
 
 
 def large_texts(raw: bytes) -> tuple[str, ...]:
     it = iter(_u32s(raw, 0, len(raw) >> 2))
-    return tuple([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
+    return _shared_texts([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
 
 
 def extended_texts(raw: bytes) -> tuple[str, ...]:
@@ -204,7 +232,8 @@ MEMO_CLUSTERS: dict = {}
 
 def clear_memos() -> None:
     """Forget every memoised value (benchmarks start cold with it)."""
-    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS):
+    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS,
+                 _ASNS, _TEXTS):
         memo.clear()
 
 
