@@ -50,6 +50,7 @@ from .base import (
     _raise,
     unique_errors,
 )
+from .bfd import PeerBfd
 from .crd_schema import Cel, cel_rules
 from .files import FileProblem, FileTooLarge, read_bounded
 from ..core.bgp import Family
@@ -205,6 +206,11 @@ class BgpPeerSpec(_Model):
     allow_own_as: StrictInt = Field(0, ge=0, le=10)
     """AS_PATH loop detection (RFC 4271 9.1.2): a route whose AS_PATH holds localAS more than this
     many times is dropped (reason ``as_loop``) before any policy; 0: any occurrence (allowas-in)."""
+
+    bfd: PeerBfd | None = None
+    """BFD for the session (RFC 5880/5881 single hop): ``{profile: NAME}`` or ``{minRx, minTx,
+    multiplier}`` (ms; defaults 300/300/3); unset: no BFD. A BFD session going down tears the BGP
+    session down (Cease) and its routes are not used again before BFD is back up."""
 
     node_selector: LabelSelector | None = None
     """The nodes that have this session (their Node labels); unset: every node."""
