@@ -87,6 +87,20 @@ def _print_rib(rows) -> None:
                   f"{_bgp_text(c)}{detail}")
 
 
+def _bfd_text(b) -> str:
+    if not b:
+        return ""
+    text = f"bfd {b['state']} ({b['minRx']}/{b['minTx']} ms x{b['multiplier']}"
+    if b["detectionMs"] is not None:
+        text += f", detection {b['detectionMs']:.0f} ms"
+    text += ")"
+    if b["state"] != "up":
+        text += f", {b['routesHeld']} routes held until bfd is up"
+    if b["error"]:
+        text += f", {b['error']}"
+    return text
+
+
 def _print_peers(rows) -> None:
     print(f"{'peer':<26} {'AS':>10} {'type':<5} {'state':<10} {'for':>8}  family        recv  accept  reject  inst  max-prefix")
     for p in rows:
@@ -99,7 +113,7 @@ def _print_peers(rows) -> None:
             print(f"{head if i == 0 else '':<64}  {fam:<12} {str(f['received']) + plus:>6} {f['accepted']:>7} "
                   f"{str(f['rejected']) + plus:>7} {f['installed']:>5}  {mps}")
         extra = [x for x in (p["reason"] and f"last: {p['reason']}", p["stale"] and f"{p['stale']} stale routes",
-                             p["held_down"] and "held down (max-prefix)") if x]
+                             p["held_down"] and "held down (max-prefix)", _bfd_text(p.get("bfd"))) if x]
         if extra:
             print(f"{'':<28}{'; '.join(extra)}")
 
