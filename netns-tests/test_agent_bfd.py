@@ -11,7 +11,8 @@ import ipaddress
 import re
 import time
 
-from testlab.netns import agent_cmd, ip, sh, wait_for
+from testlab.monitor import Monitor
+from testlab.netns import agent_cmd, ip, ip_json, sh, sysctl, wait_for
 from conftest import bgp_peer, elapsed, tor_config
 
 BFD = "  importPolicy: acceptAll\n  bfd: {minRx: 100, minTx: 100, multiplier: 3}\n"
@@ -22,14 +23,14 @@ BIRD_BFD = ('protocol bfd { interface "tor*" { min rx interval 100 ms; min tx in
 BOGUS_MAC = "02:00:00:00:be:ef"
 
 
-def agent_cfg(max_paths: int = 1) -> str:
+def agent_cfg(max_paths: int = 1, nexthop_objects: str = "auto") -> str:
     return ("apiVersion: routeagent.io/v1alpha1\nkind: AgentConfig\nmetadata:\n  name: agent\nspec:\n"
-            f"  maxPaths: {max_paths}\n  fib:\n    staleSeconds: 15\n")
+            f"  maxPaths: {max_paths}\n  fib:\n    staleSeconds: 15\n    nexthopObjects: \"{nexthop_objects}\"\n")
 
 
-def start(lab, bird_conf: str, peers: str, max_paths: int = 1):
+def start(lab, bird_conf: str, peers: str, max_paths: int = 1, nexthop_objects: str = "auto"):
     bird = lab.bird("tor", bird_conf)
-    lab.node.write("agent.yaml", agent_cfg(max_paths))
+    lab.node.write("agent.yaml", agent_cfg(max_paths, nexthop_objects))
     lab.node.write("peers.yaml", peers)
     lab.node.start()
     return bird
@@ -137,6 +138,7 @@ def test_10k_ecmp_routes_move_to_the_surviving_peer_before_the_hold_timer(bgp_la
     """One BIRD, two sessions (10.0.0.1 via tor0, 10.0.1.1 via tor1) announcing the same 10k
     prefixes: ECMP in the kernel; tor0's side goes silent; forwarding must use only 10.0.1.1."""
     node = bgp_lab.node
+    sysctl(node.ns, "net.ipv4.nexthop_compat_mode=0")  # no route notification per group change
     prefixes = _prefixes(10_000)
     from testlab.bird import base_config, bgp_protocol
     conf = base_config("10.0.0.1", prefixes, [], BIRD_BFD) + "\n".join(
@@ -144,13 +146,23 @@ def test_10k_ecmp_routes_move_to_the_surviving_peer_before_the_hold_timer(bgp_la
                      export={4: ""}, extra="    bfd on;")
         for name, local, nbr in (("a", "10.0.0.1", "10.0.0.254"), ("b", "10.0.1.1", "10.0.1.254")))
     start(bgp_lab, conf, bgp_peer("tora", "10.0.0.1", "10.0.0.254", extra=BFD) + "---\n"
-          + bgp_peer("torb", "10.0.1.1", "10.0.1.254", extra=BFD), max_paths=2)
+          + bgp_peer("torb", "10.0.1.1", "10.0.1.254", extra=BFD), max_paths=2, nexthop_objects="on")
     sample = prefixes[::997]
 
+    def gateways_of(r, p):  # through the route's group (nexthop objects)
+        nhid = r.get(p, {}).get("nhid")
+        if nhid is None:
+            return []
+        (group,) = ip_json(node.ns, "nexthop", "show", "id", str(nhid))
+        singles = {o["id"]: o for o in ip_json(node.ns, "nexthop", "show")}
+        return sorted(singles[m["id"]]["gateway"] for m in group.get("group", []))
+
     def ecmp(r):
-        return len(r) >= 10_000 and all(len(r.get(p, {}).get("nexthops", [])) == 2 for p in sample)
+        return len(r) >= 10_000 and all(gateways_of(r, p) == ["10.0.0.1", "10.0.1.1"] for p in sample[:3])
     node.wait_routes(ecmp, timeout=90)
+    before = {p: node.routes(4)[p]["nhid"] for p in sample}
     wait_for(lambda: bfd_state(node, "10.0.0.1") == "up" and bfd_state(node, "10.0.1.1") == "up", 30, what="bfd up")
+    mon = Monitor(node.ns, ("nexthop", "route"))
     t0 = time.monotonic()
     poison(bgp_lab.tor, "10.0.0.254", "tor0")
 
@@ -163,6 +175,17 @@ def test_10k_ecmp_routes_move_to_the_surviving_peer_before_the_hold_timer(bgp_la
     wait_for(moved, 9, what="forwarding through 10.0.1.1 only")
     took = elapsed(t0)
     assert took < 5.0, took  # well before the 9 s hold timer
-    routes = node.wait_routes(lambda r: all(r.get(p, {}).get("gateway") == "10.0.1.1" for p in sample), timeout=30)
-    assert len(routes) >= 10_000
-    print(f"10k ECMP routes: forwarding moved {took:.2f} s after the silent failure")
+    wait_for(lambda: 'BFD 10.0.0.1 down: 10000 RIB updates applied' in node.logtext(), 30, what="RIB clean-up")
+    wait_for(node.converged, 30, what="FIB converged")
+    routes = node.routes(4)
+    assert len(routes) >= 10_000 and all(gateways_of(routes, p) == ["10.0.1.1"] for p in sample)
+    assert {p: routes[p]["nhid"] for p in sample} == before  # the same groups, in place
+    mon.mark()
+    events = mon.events()
+    mon.close()
+    route_events = [e for e in events if not e.startswith(("id ", "Deleted id ")) and "route-agent" in e]
+    nh_events = [e for e in events if e.startswith(("id ", "Deleted id "))]
+    print(f"10k ECMP routes: forwarding moved {took:.2f} s after the silent failure; "
+          f"{len(nh_events)} nexthop events, {len(route_events)} route events")
+    assert route_events == [], route_events[:5]  # the group shrank in place, the routes stayed
+    assert 1 <= len(nh_events) <= 10, nh_events

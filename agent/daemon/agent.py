@@ -96,6 +96,7 @@ class Agent:
 
     def _wire(self) -> Core:
         core, r = Core(self.queue, self.metrics), self.routing
+        r.flush_now = self.writer.flush
         core.on("kernel", r.handle_kernel)
         core.on("main-table", r.handle_main_table)
         core.on("config", r.load_config)

@@ -63,6 +63,7 @@ class Routing:
         self.cluster = cluster
         self.spawn = spawn or (lambda coro, name: asyncio.get_running_loop().create_task(coro, name=name))
         self.notice: Callable[..., None] = _no_notice  # Kubernetes Events, in cluster mode
+        self.flush_now: Callable[[], None] = lambda: None  # the FIB writer's flush (set by the agent)
         self.reset(config)
 
     def reset(self, config) -> None:
@@ -160,8 +161,12 @@ class Routing:
         origin = self.bgp.stage.origin(peer) if peer in self.bgp.peers else None
         waiting = peer in self.bfd.synced_waiting
         updates, teardown = self.bfd.changed(change, origin, lambda: self.bgp.stage.accepted_prefixes(peer))
+        if teardown and self.nhg is not None and self.nhg.without_gateway(peer):
+            self.flush_now()  # the groups first (one write each), then the RIB's clean-up
         if updates:
+            t0 = time.monotonic()
             self._apply_rib(self.rib.apply(updates))
+            log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates), time.monotonic() - t0)
         if teardown:
             self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
             self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
