@@ -135,6 +135,9 @@ def _bfd_metrics(b: BfdCounts):
     yield fail
     yield GaugeMetricFamily("route_agent_bfd_transmit_late_max_seconds", "Worst lateness of a periodic BFD "
                             "transmission since the BFD process started.", value=b.late_max_ms / 1000)
+    if b.late_p99_ms is not None:
+        yield GaugeMetricFamily("route_agent_bfd_transmit_late_p99_seconds", "99th percentile of the "
+                                "lateness of periodic BFD transmissions (1 ms resolution).", value=b.late_p99_ms / 1000)
     yield CounterMetricFamily("route_agent_bfd_process_restarts", "Times the BFD child process was restarted.",
                               value=b.child_restarts)
 

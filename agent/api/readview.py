@@ -53,6 +53,7 @@ class BfdCounts:
     packets: Mapping[tuple[str, str], int]       # (peer, "rx"/"tx"/"tx_error"/"drop:REASON"/"transition:STATE")
     failures: Mapping[str, int]                  # peer -> Up -> Down (routes withdrawn, session torn down)
     late_max_ms: float                           # worst lateness of a periodic transmission
+    late_p99_ms: float | None                    # its 99th percentile (1 ms resolution)
     child_restarts: int
 
 

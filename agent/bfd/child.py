@@ -52,7 +52,8 @@ def _writer(bfd: BfdThread, out: queue.SimpleQueue, stream) -> None:
         lines = [] if item is None else [item]
         views = {p: dataclasses.asdict(v) for p, v in bfd.views().items()}
         snap = {"views": views, "counts": [[*k, n] for k, n in sorted(bfd.counts().items())],
-                "lateMaxMs": round(bfd.late_max * 1000, 3)}
+                "lateMaxMs": round(bfd.late_max * 1000, 3), "lateP99Ms": bfd.late_quantile(0.99),
+                "sends": sum(bfd.late_hist)}
         if snap != last:
             last = snap
             lines.append(snap)

@@ -45,6 +45,7 @@ class BfdClient:
         self.views: dict[str, dict] = {}
         self.counts: dict[tuple[str, str], int] = {}
         self.late_max_ms = 0.0
+        self.late_p99_ms: float | None = None  # (1 ms resolution)
         self.restarts = 0
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task | None = None
@@ -116,6 +117,7 @@ class BfdClient:
                 self.views = msg["views"]
                 self.counts = {(p, what): n for p, what, n in msg["counts"]}
                 self.late_max_ms = msg.get("lateMaxMs", 0.0)
+                self.late_p99_ms = msg.get("lateP99Ms")
 
     def state(self, peer: str) -> str:
         v = self.views.get(peer)

@@ -134,7 +134,8 @@ class AgentView:
             return None
         return BfdCounts(states={p: (bfd.client.views.get(p) or {}).get("state", "down") for p in bfd.specs},
                          packets=dict(bfd.client.counts), failures=dict(bfd.failures),
-                         late_max_ms=bfd.client.late_max_ms, child_restarts=bfd.client.restarts)
+                         late_max_ms=bfd.client.late_max_ms,
+                         late_p99_ms=bfd.client.late_p99_ms, child_restarts=bfd.client.restarts)
 
     def k8s_counts(self) -> K8sCounts | None:
         kube = self.kube.kube if self.kube is not None else None
