@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Benchmark: a silent peer failure with N routes learned from two BIRD peers as ECMP.
+
+A BIRD 2 ToR in namespace `tor` announces the same N IPv4 /24s over two eBGP sessions, from
+10.0.0.1 (link tor0 <-> up0) and 10.0.1.1 (link tor1 <-> up1), to the receiver in `node`: every
+prefix is an ECMP route through both. Then the first link goes silent: in `tor`, the neighbour
+entry of 10.0.0.254 is replaced by a MAC nobody has, so every packet BIRD sends that way is
+dropped by the receiving NIC while nothing goes down (TCP notices only at the hold timer).
+
+Measured from that moment until the kernel in `node` forwards every sampled prefix through
+10.0.1.1 only (`ip route get` on 16 prefixes spread over the table, polled every 20 ms): the
+repair time, and the kernel writes on the way (route and nexthop notifications of `ip monitor
+route nexthop` until the repair was seen). Receivers, each in fresh namespaces with a fresh ToR:
+
+  (a) agent:     the agent, BFD 100 ms x 3 with both peers, nexthop objects on, maxPaths 2;
+  (b) bird:      reference: a BIRD in `node` with the same BFD, ``merge paths`` into the kernel;
+  (c) agent_nobfd: the agent without BFD, hold time 9 s (the session ends at the hold timer).
+
+Last line: one JSON object with ``repair_s`` and ``writes_to_repair`` of (a), ``ref_repair_s``
+(b), ``ratio`` (b / a), ``nobfd_repair_s`` (c), and per receiver the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from testlab.benchlab import (  # noqa: E402
+    PatientBird, finish, launch_agent, prefix_text, ratio, setup, static_s4, table_routes, work_directory,
+)
+from testlab.bird import bgp_protocol  # noqa: E402
+from testlab.monitor import Monitor  # noqa: E402
+from testlab.netns import ip, namespace, sysctl, veth_between, wait_for  # noqa: E402
+
+BOGUS_MAC = "02:00:00:00:be:ef"
+BFD_BIRD = 'protocol bfd {{ interface "{dev}" {{ min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }}; }}\n'
+TCP_MEM = "4096 1048576 67108864"
+
+
+def tor_config(n: int, bfd: bool) -> str:
+    return ("router id 10.0.0.1;\nlog stderr all;\nprotocol device { scan time 10; }\n"
+            + (BFD_BIRD.format(dev="tor*") if bfd else "")
+            + static_s4(f"{prefix_text(i)} blackhole" for i in range(n))
+            + "".join(bgp_protocol(name, local=local, local_as=65001, neighbor=nbr, neighbor_as=65000,
+                                   export={4: ""}, import_all=False, hold_time=9, graceful_restart=False,
+                                   extra="    bfd on;" if bfd else "")
+                      for name, local, nbr in (("a", "10.0.0.1", "10.0.0.254"), ("b", "10.0.1.1", "10.0.1.254"))))
+
+
+def node_bird_config() -> str:
+    return ("router id 10.0.0.254;\nlog stderr { warning, error, fatal, bug };\nprotocol device { scan time 10; }\n"
+            + BFD_BIRD.format(dev="up*")
+            + "protocol kernel k4 { scan time 60; merge paths on; ipv4 { import none; export all; }; }\n"
+            + "".join(bgp_protocol(name, local=local, local_as=65000, neighbor=nbr, neighbor_as=65001,
+                                   hold_time=9, graceful_restart=False, extra="    bfd on;")
+                      for name, local, nbr in (("a", "10.0.0.254", "10.0.0.1"), ("b", "10.0.1.254", "10.0.1.1"))))
+
+
+def agent_config(bfd: bool) -> str:
+    peers = []
+    for name, addr, local in (("tora", "10.0.0.1", "10.0.0.254"), ("torb", "10.0.1.1", "10.0.1.254")):
+        peers.append(f"""apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {{name: {name}}}
+spec:
+  peerAddress: "{addr}"
+  peerAS: 65001
+  localAS: 65000
+  routerId: 10.0.0.254
+  localAddress: "{local}"
+  holdTime: 9
+  gracefulRestartSeconds: 0
+  importPolicy: acceptAll
+""" + ("  bfd: {minRx: 100, minTx: 100, multiplier: 3}\n" if bfd else ""))
+    return ("apiVersion: routeagent.io/v1alpha1\nkind: AgentConfig\nmetadata: {name: node}\n"
+            "spec:\n  maxPaths: 2\n  fib:\n    nexthopObjects: \"on\"\n---\n" + "---\n".join(peers))
+
+
+def sample(n: int) -> list[str]:
+    return [prefix_text(i * (n // 16)).replace(".0/24", ".1") for i in range(16)]
+
+
+def via(ns: str, addrs: list[str]) -> set[str]:
+    out = set()
+    for a in addrs:
+        text = ip(ns, "-4", "route", "get", a, check=False)
+        out.add("10.0.1.1" if "via 10.0.1.1" in text else "10.0.0.1" if "via 10.0.0.1" in text else "none")
+    return out
+
+
+def run(kind: str, n: int, workdir: str, timeout: float) -> dict:
+    with contextlib.ExitStack() as stack:
+        tor = stack.enter_context(namespace("ra-fo-tor-"))
+        node = stack.enter_context(namespace("ra-fo-node-"))
+        for ns in (tor, node):
+            sysctl(ns, f"net.ipv4.tcp_rmem={TCP_MEM}", f"net.ipv4.tcp_wmem={TCP_MEM}")
+        sysctl(node, "net.ipv4.nexthop_compat_mode=0")
+        for i in (0, 1):
+            veth_between(node, f"up{i}", f"10.0.{i}.254/24", tor, f"tor{i}", f"10.0.{i}.1/24")
+        bird = PatientBird(tor, os.path.join(workdir, "tor"), tor_config(n, bfd=kind != "agent_nobfd"))
+        stack.callback(bird.close)
+        wait_for(lambda: table_routes(bird) >= n, timeout, 0.5, what="ToR loaded")
+        if kind == "bird":
+            rx = PatientBird(node, os.path.join(workdir, "node"), node_bird_config())
+            stack.callback(rx.close)
+        else:
+            conf = os.path.join(workdir, "conf")
+            os.makedirs(conf, exist_ok=True)
+            with open(os.path.join(conf, "agent.yaml"), "w") as f:
+                f.write(agent_config(bfd=kind == "agent"))
+            launch_agent(node, ["--config", conf, "--state-dir", os.path.join(workdir, "state")],
+                         os.path.join(workdir, "agent.log"), stack)
+        probes = sample(n)
+
+        def learned():
+            routes = ip(node, "-4", "route", "show", "table", "main", check=False).count("\n")
+            return routes >= n and via(node, probes) >= {"10.0.0.1", "10.0.1.1"}
+        wait_for(learned, timeout, 1.0, what="ECMP table in the kernel")
+        time.sleep(3)  # BFD at its fast rate, the FIB settled (not measured)
+        mon = Monitor(node, ("route", "nexthop"))
+        stack.callback(mon.close)
+        start_lines = len(mon.lines)
+        t0 = time.monotonic()
+        ip(tor, "-4", "neigh", "replace", "10.0.0.254", "lladdr", BOGUS_MAC, "dev", "tor0", "nud", "permanent")
+        repaired = None
+        while time.monotonic() - t0 < 30:
+            if via(node, probes) == {"10.0.1.1"}:
+                repaired = time.monotonic() - t0
+                break
+            time.sleep(0.02)
+        writes = len(mon.lines) - start_lines
+        print(f"{kind}: {n} routes, repair {repaired if repaired is None else round(repaired, 3)} s, "
+              f"{writes} kernel route/nexthop notifications until then", flush=True)
+        return {"repair_s": None if repaired is None else round(repaired, 3), "writes_to_repair": writes}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--routes", type=int, default=100_000)
+    ap.add_argument("--only", default="agent,bird,agent_nobfd")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    if not setup("failover"):
+        return 2
+    results = {}
+    for kind in args.only.split(","):
+        with work_directory(f"ra-failover-{kind}-", args.keep) as workdir:
+            results[kind] = run(kind, args.routes, workdir, args.timeout)
+    a, b = results.get("agent", {}), results.get("bird", {})
+    out = {"routes": args.routes, "repair_s": a.get("repair_s"), "writes_to_repair": a.get("writes_to_repair"),
+           "ref_repair_s": b.get("repair_s"),
+           "ratio": ratio(b["repair_s"], a["repair_s"]) if a.get("repair_s") and b.get("repair_s") else None,
+           "nobfd_repair_s": results.get("agent_nobfd", {}).get("repair_s"), "runs": results}
+    return finish(out, ok=a.get("repair_s") is not None if "agent" in results else True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
