@@ -61,9 +61,12 @@ class BfdLink:
                 key = key_of(p)
                 specs[key] = SessionSpec(key, p.spec.local_address,
                                          Timers(*effective_timers(p.spec.bfd, profiles)))
+        configured = {key_of(p) for p in peers}
         released = []
         for peer in [p for p in self.held if p not in specs]:
-            released += self._release(peer)
+            held = self._release(peer)
+            if peer in configured:  # BFD removed from a peer: its routes may be used now
+                released += held
         for peer in specs:
             if peer not in self.held and self.state.get(peer) != "up":
                 self._gate(peer, origin_of(peer))

@@ -163,14 +163,17 @@ class Routing:
         updates, teardown = self.bfd.changed(change, origin, lambda: self.bgp.stage.accepted_prefixes(peer))
         if teardown and self.nhg is not None and self.nhg.without_gateway(peer):
             self.flush_now()  # the groups first (one write each), then the RIB's clean-up
+        session = self.bgp.source.sessions.get(peer)
+        if teardown:
+            if session is not None and session.state is not PeerStatus.DOWN:
+                self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
+            self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
+                        "BGP session torn down", warning=True)
         if updates:
             t0 = time.monotonic()
             self._apply_rib(self.rib.apply(updates))
-            log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates), time.monotonic() - t0)
-        if teardown:
-            self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
-            self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
-                        "BGP session torn down", warning=True)
+            log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates),
+                     time.monotonic() - t0)
         if change.new == "up" and waiting:
             self.source_synced(f"bgp/{peer}")
 
