@@ -37,7 +37,8 @@ def spec_from_json(d: dict) -> SessionSpec:
 
 
 def change_to_json(c: Change) -> dict:
-    return {"change": {"peer": c.key, "old": c.old.label, "new": c.new.label, "diag": c.diag.name.lower()}}
+    return {"change": {"peer": c.key, "old": c.old.label, "new": c.new.label, "diag": c.diag.name.lower(),
+                       "at": c.at}}
 
 
 def _writer(bfd: BfdThread, out: queue.SimpleQueue, stream) -> None:

@@ -33,6 +33,7 @@ class BfdChange:
     old: str  # "admindown", "down", "init", "up"
     new: str
     diag: str
+    at: float = 0.0  # CLOCK_MONOTONIC in the BFD process when it happened (system-wide on Linux)
 
 
 class BfdClient:
@@ -112,7 +113,7 @@ class BfdClient:
                 continue
             if "change" in msg:
                 c = msg["change"]
-                self.on_change(BfdChange(c["peer"], c["old"], c["new"], c["diag"]))
+                self.on_change(BfdChange(c["peer"], c["old"], c["new"], c["diag"], c.get("at", 0.0)))
             elif "views" in msg:
                 self.views = msg["views"]
                 self.counts = {(p, what): n for p, what, n in msg["counts"]}

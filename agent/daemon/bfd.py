@@ -28,6 +28,7 @@ A peer whose BFD configuration is removed is released (its held routes applied).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from ..bfd.client import BfdChange, BfdClient
@@ -125,8 +126,8 @@ class BfdLink:
         self.failures[peer] = self.failures.get(peer, 0) + 1
         self._gate(peer, origin)
         gone = [Update(p, origin, None) for p in accepted()]
-        log.warning("BFD with %s down (%s): %d routes withdrawn, BGP session torn down (Cease 6/10)",
-                    peer, change.diag, len(gone))
+        log.warning("BFD with %s down (%s, %.0f ms ago): %d routes withdrawn, BGP session torn down "
+                    "(Cease 6/10)", peer, change.diag, (time.monotonic() - change.at) * 1000, len(gone))
         return gone, True
 
     def view(self, peer: str) -> dict | None:

@@ -129,7 +129,7 @@ class Routing:
                               runtime_dir=os.path.join(self.state_dir, "speaker"),
                               device_of=self.rib.resolver.connected_device)
         self._connected_seen = self.rib.resolver.connected_version
-        self.bfd = BfdLink(lambda change: self.queue.put(Event("bfd", change)))
+        self.bfd = BfdLink(lambda change: self.queue.put_urgent(Event("bfd", change)))
         self._bfd_configure(config)
         for name in self.bgp.gate_names():
             self.gate.add(name)
