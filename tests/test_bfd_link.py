@@ -67,3 +67,22 @@ def test_bfd_removed_from_peer_releases_its_routes():
     cfg2 = load_text(plain)
     released = l.configure(cfg2.peers, cfg2.bfd_profiles, lambda p: A, peer_key)
     assert released == [Update(P1, A, cand)] and not l.gated("10.0.0.1") and sent[-1] == []
+
+
+def test_a_restarted_bfd_process_is_not_a_failure():
+    l, _, _ = link()
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A, lambda: [P1])
+    # the BFD process restarted: its new session reports Down -> Init -> Up
+    assert l.changed(BfdChange("10.0.0.1", "down", "init", "none"), A, lambda: [P1]) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "init", "up", "none"), A, lambda: [P1]) == ([], False)
+    assert not l.gated("10.0.0.1") and l.failures == {}
+
+
+def test_bfd_added_to_a_running_session_keeps_its_routes():
+    config = load_text(CFG.replace(", bfd: {profile: fast}", ""))
+    l = BfdLink(lambda c: None)
+    l.client.configure = lambda specs: None
+    l.configure(config.peers, config.bfd_profiles, lambda p: A, peer_key)
+    cfg2 = load_text(CFG)
+    l.configure(cfg2.peers, cfg2.bfd_profiles, lambda p: A, peer_key, in_use=lambda p: True)
+    assert "10.0.0.1" in l.specs and not l.gated("10.0.0.1")

@@ -53,9 +53,12 @@ class BfdLink:
         self.started = False
 
     # ---- configuration ----
-    def configure(self, peers, profiles, origin_of: Callable[[str], Origin], key_of) -> list[Update]:
+    def configure(self, peers, profiles, origin_of: Callable[[str], Origin], key_of,
+                  in_use: Callable[[str], bool] = lambda peer: False) -> list[Update]:
         """The BgpPeers (and BfdProfiles) now configured; returns the held updates of peers that
-        lost BFD (to apply now)."""
+        lost BFD (to apply now). A peer that gets BFD while its routes are in use (`in_use`: a
+        reload adding BFD to a running session) keeps them until its first BFD failure: holding
+        them would cut traffic that works until the new session is Up."""
         specs = {}
         for p in peers:
             if p.spec.bfd is not None:
@@ -69,7 +72,8 @@ class BfdLink:
             if peer in configured:  # BFD removed from a peer: its routes may be used now
                 released += held
         for peer in specs:
-            if peer not in self.held and self.state.get(peer) != "up":
+            if peer not in self.specs and peer not in self.held and self.state.get(peer) != "up" \
+                    and not in_use(peer):
                 self._gate(peer, origin_of(peer))
         for peer in [p for p in self.state if p not in specs]:
             del self.state[peer]
@@ -116,12 +120,13 @@ class BfdLink:
         peer = change.peer
         if peer not in self.specs or origin is None:
             return [], False
-        old = self.state.get(peer, "down")
         self.state[peer] = change.new
         if change.new == "up":
             log.info("BFD with %s up: its routes are used", peer)
             return self._release(peer), False
-        if old != "up" or self.gated(peer):
+        # a failure is a session leaving Up; a restarted BFD process starts its sessions Down,
+        # so its first changes never count as one (a dead BFD process is not a dead peer)
+        if change.old != "up" or self.gated(peer):
             return [], False
         self.failures[peer] = self.failures.get(peer, 0) + 1
         self._gate(peer, origin)

@@ -145,7 +145,8 @@ class Routing:
             await self.bfd.client.start()
 
     def _bfd_configure(self, config) -> None:
-        released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key)
+        released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key,
+                                      lambda peer: bool(self.bgp.stage.accepted_prefixes(peer)))
         if released:
             self._apply_rib(self.rib.apply(released))
         if self.bfd.specs and not self.bfd.started and self.bgp_started:
