@@ -81,13 +81,28 @@ def _max_prefix(mp: dict | None) -> str:
     return f"{mp['count']}/{mp['limit']} {mp['state']}" if mp else "-"
 
 
+def _bfd_text(b: dict | None) -> str:
+    """A peer's BFD session for the Info column (empty without BFD)."""
+    if not b:
+        return ""
+    text = f"bfd {b['state']} ({b['minRx']}/{b['minTx']} ms x{b['multiplier']}"
+    if b["detectionMs"] is not None:
+        text += f", detection {b['detectionMs']:.0f} ms"
+    text += ")"
+    if b["state"] != "up":
+        text += f", {b['routesHeld']} routes held until bfd is up"
+    if b["error"]:
+        text += f", {b['error']}"
+    return text
+
+
 def peer_rows(peers: Sequence[dict]) -> list[Row]:
     """One row per peer and address family; the peer's own cells on its first row only."""
     rows: list[Row] = []
     for p in peers:
         info = "; ".join(x for x in (p["reason"] and f"last: {p['reason']}",
                                      p["stale"] and f"{p['stale']} stale routes",
-                                     p["held_down"] and "held down (max-prefix)") if x)
+                                     p["held_down"] and "held down (max-prefix)", _bfd_text(p.get("bfd"))) if x)
         head = (p["name"], p["address"], str(p["peerAS"]), p["type"], p["state"], duration(p["for_seconds"]))
         fams = list(p["families"].items()) or [("-", None)]
         for i, (fam, f) in enumerate(fams):

@@ -114,7 +114,7 @@ BUILTIN_TYPES = (
 _RA_KINDS = {
     "advertisements": "Advertisement", "agentconfigs": "AgentConfig", "bgppeers": "BgpPeer",
     "bgpspeakers": "BgpSpeaker", "routepolicies": "RoutePolicy", "staticroutes": "StaticRoutes",
-    "routeagentnodestates": "RouteAgentNodeState",
+    "routeagentnodestates": "RouteAgentNodeState", "bfdprofiles": "BfdProfile",
 }
 
 

@@ -98,3 +98,23 @@ spec: {type: podCIDR, prefixes: [10.244.1.0/24, 10.244.9.0/24]}
     assert status["peers"] == [] and status["advertised"] == {"ipv4": 0, "ipv6": 0}
     assert status["advertisedTotal"] == 0
     await agent.routing.bgp.stop() if agent.routing.bgp is not None else None
+
+
+async def test_bfd_in_peer_rows_metrics_and_status(tmp_path):
+    """A peer with BFD: its row, the metrics and the node status show the BFD state (down: no
+    child process runs here, nothing reported yet) and that its routes are held."""
+    from agent.config.nodestate import RouteAgentNodeStateStatus
+
+    path = tmp_path / "c.yaml"
+    path.write_text(CONFIG.replace("routerId: 10.0.0.2}", "routerId: 10.0.0.2, bfd: {minTx: 150}}"))
+    agent = Agent(str(path), state_dir=str(tmp_path / "state"), node_name="n")
+    agent.routing.load_config(agent.config)
+    view = agent.view
+    (row,) = view.peers()
+    assert row["bfd"]["state"] == "down" and (row["bfd"]["minRx"], row["bfd"]["minTx"]) == (300, 150)
+    text = agent.metrics.registry and __import__("prometheus_client").generate_latest(agent.metrics.registry).decode()
+    assert 'route_agent_bfd_session_up{peer="10.0.0.1"} 0.0' in text
+    assert 'route_agent_bfd_session_state{peer="10.0.0.1",state="down"} 1.0' in text
+    status = node_status(view)
+    assert status["peers"][0]["bfd"] == "down"
+    RouteAgentNodeStateStatus.model_validate(status, by_alias=True, by_name=False)

@@ -171,7 +171,7 @@ def test_sample_file_validates(capsys):
     with resources.as_file(sample) as path:
         assert validate_main(path) == 0
         config = load_path(path)
-    assert capsys.readouterr().out == "ok: 2 objects\n"
+    assert capsys.readouterr().out == "ok: 3 objects\n"
     cands = static_candidates(config)
     by_prefix = {str(p): c for (p, _), c in cands.items()}
     assert any(p.family == 4 for p, _ in cands) and any(p.family == 6 for p, _ in cands)
@@ -366,11 +366,11 @@ def test_unknown_top_level_field():
     "head,field,message",
     [
         ({"apiVersion": "v1", "kind": "StaticRoutes"}, "apiVersion",
-         "unknown apiVersion 'v1': known is routeagent.io/v1alpha1 (kinds AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement)"),
+         "unknown apiVersion 'v1': known is routeagent.io/v1alpha1 (kinds AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement, BfdProfile)"),
         ({"kind": "StaticRoutes"}, "apiVersion", "Field required: use routeagent.io/v1alpha1"),
         ({"apiVersion": API, "kind": "BgpNeighbor"}, "kind",
-         "unknown kind 'BgpNeighbor': known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement"),
-        ({"apiVersion": API}, "kind", "Field required: known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement"),
+         "unknown kind 'BgpNeighbor': known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement, BfdProfile"),
+        ({"apiVersion": API}, "kind", "Field required: known kinds are AgentConfig, StaticRoutes, RoutePolicy, BgpPeer, BgpSpeaker, Advertisement, BfdProfile"),
     ],
 )
 def test_unknown_api_version_or_kind(head, field, message):

@@ -205,7 +205,7 @@ EXPECTED_GRANTS = {
     *{(v, "discovery.k8s.io", "endpointslices") for v in RO},
     *{(v, "networking.k8s.io", "servicecidrs") for v in RO},
     *{(v, CR_GROUP, r) for v in RO for r in
-      ("agentconfigs", "staticroutes", "bgppeers", "bgpspeakers", "routepolicies", "advertisements")},
+      ("agentconfigs", "staticroutes", "bgppeers", "bgpspeakers", "routepolicies", "advertisements", "bfdprofiles")},
     *{(v, CR_GROUP, "routeagentnodestates") for v in ("get", "list", "watch", "create")},
     *{(v, CR_GROUP, "routeagentnodestates/status") for v in ("get", "update", "patch")},
     *{(v, g, "events") for v in ("create", "patch") for g in ("", "events.k8s.io")},

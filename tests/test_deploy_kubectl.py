@@ -74,7 +74,7 @@ def test_apply_k_installs_the_bundle_and_is_idempotent(api, kubectl):
     rendered = [d for d in yaml.safe_load_all(kubectl("kustomize", "deploy/").stdout) if d]
     created = _lines(first.stdout)
     assert len(created) == len(rendered) and all(ln.endswith(" created") for ln in created), first.stdout
-    assert len(api.objects("apiextensions.k8s.io/v1", "CustomResourceDefinition")) == 7
+    assert len(api.objects("apiextensions.k8s.io/v1", "CustomResourceDefinition")) == 8
     (ds,) = api.objects("apps/v1", "DaemonSet")
     assert ds["metadata"]["namespace"] == "route-agent"
     assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}

@@ -79,3 +79,21 @@ async def test_the_agents_queue_is_bounded(tmp_path):
     for _ in range(MAX_EVENTS + 50):
         agent.routing.on_monitor(Monitor())
     assert agent.queue.qsize() == MAX_EVENTS + 1
+
+
+async def test_urgent_event_overtakes_the_queue_and_wakes_a_waiting_get():
+    import asyncio
+
+    from agent.daemon.events import Event, EventQueue
+
+    q = EventQueue(maxsize=10)
+    for i in range(5):
+        q.put(Event("bgp", i))
+    q.put_urgent(Event("bfd", "down"))
+    assert q.get_nowait() == Event("bfd", "down")
+    assert [q.get_nowait().data for _ in range(5)] == [0, 1, 2, 3, 4]
+    assert q.get_nowait().kind == "urgent" and q.empty()  # the placeholder, no handler
+    waiter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    q.put_urgent(Event("bfd", "up"))
+    assert await asyncio.wait_for(waiter, 1) == Event("bfd", "up")

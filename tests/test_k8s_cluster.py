@@ -144,7 +144,7 @@ def names(objs) -> list[str]:
 def test_resources():
     assert set(RESOURCES) == set(CONFIG_RESOURCES) | set(CLUSTER_RESOURCES)
     assert set(CONFIG_RESOURCES) == {"agentconfigs", "staticroutes", "bgppeers", "bgpspeakers",
-                                     "routepolicies", "advertisements"}
+                                     "routepolicies", "advertisements", "bfdprofiles"}
 
 
 def test_synced_only_after_every_first_list_and_own_node():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from .readview import BgpCounts, K8sCounts, ReadView
+from .readview import BfdCounts, BgpCounts, K8sCounts, ReadView
 
 
 class _StateCollector:
@@ -45,6 +45,8 @@ class _StateCollector:
         bgp = v.bgp_counts()
         if bgp is not None:
             yield from _bgp_metrics(bgp)
+            if bgp.bfd is not None:
+                yield from _bfd_metrics(bgp.bfd)
         k8s = v.k8s_counts()
         if k8s is not None:
             yield from _k8s_metrics(k8s)
@@ -92,6 +94,52 @@ def _k8s_metrics(k: K8sCounts):
     yield GaugeMetricFamily("route_agent_config_rejected_objects",
                             "Configuration objects rejected (their last good version runs).",
                             value=k.rejected_objects)
+
+
+BFD_STATES = ("admindown", "down", "init", "up")
+
+
+def _bfd_metrics(b: BfdCounts):
+    state = GaugeMetricFamily("route_agent_bfd_session_state", "1 for the BFD session's current state.",
+                              labels=["peer", "state"])
+    up = GaugeMetricFamily("route_agent_bfd_session_up", "1 while the BFD session is Up.", labels=["peer"])
+    for peer, s in sorted(b.states.items()):
+        up.add_metric([peer], 1 if s == "up" else 0)
+        for name in BFD_STATES:
+            state.add_metric([peer, name], 1 if s == name else 0)
+    yield state
+    yield up
+    trans = CounterMetricFamily("route_agent_bfd_transitions", "BFD state changes, by new state.",
+                                labels=["peer", "state"])
+    rx = CounterMetricFamily("route_agent_bfd_packets_received", "Valid BFD control packets received.", labels=["peer"])
+    tx = CounterMetricFamily("route_agent_bfd_packets_sent", "BFD control packets sent.", labels=["peer"])
+    txe = CounterMetricFamily("route_agent_bfd_send_errors", "BFD control packets the kernel refused to send.",
+                              labels=["peer"])
+    drop = CounterMetricFamily("route_agent_bfd_packets_dropped", "Received BFD packets discarded (RFC 5880 "
+                               "6.8.6, TTL not 255, unknown session); peer empty when none matched.",
+                               labels=["peer", "reason"])
+    by = {"rx": rx, "tx": tx, "tx_error": txe}
+    for (peer, what), n in sorted(b.packets.items()):
+        kind, _, arg = what.partition(":")
+        if kind in by:
+            by[kind].add_metric([peer], n)
+        elif kind == "drop":
+            drop.add_metric([peer, arg], n)
+        elif kind == "transition":
+            trans.add_metric([peer, arg], n)
+    yield from (trans, rx, tx, txe, drop)
+    fail = CounterMetricFamily("route_agent_bfd_failures", "BFD Up -> Down: the peer's routes withdrawn and "
+                               "its BGP session torn down.", labels=["peer"])
+    for peer in sorted(b.states):
+        fail.add_metric([peer], b.failures.get(peer, 0))
+    yield fail
+    yield GaugeMetricFamily("route_agent_bfd_transmit_late_max_seconds", "Worst lateness of a periodic BFD "
+                            "transmission since the BFD process started.", value=b.late_max_ms / 1000)
+    if b.late_p99_ms is not None:
+        yield GaugeMetricFamily("route_agent_bfd_transmit_late_p99_seconds", "99th percentile of the "
+                                "lateness of periodic BFD transmissions (1 ms resolution).", value=b.late_p99_ms / 1000)
+    yield CounterMetricFamily("route_agent_bfd_process_restarts", "Times the BFD child process was restarted.",
+                              value=b.child_restarts)
 
 
 def _family(v: int) -> str:

@@ -43,6 +43,18 @@ class BgpCounts:
     updates: int
     speaker_restarts: int
     update_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (address, action) -> UPDATEs
+    bfd: "BfdCounts | None" = None
+
+
+@dataclass(frozen=True, slots=True)
+class BfdCounts:
+    """BFD sessions (peers with BFD only), as the BFD process last reported them."""
+    states: Mapping[str, str]                    # peer -> admindown/down/init/up
+    packets: Mapping[tuple[str, str], int]       # (peer, "rx"/"tx"/"tx_error"/"drop:REASON"/"transition:STATE")
+    failures: Mapping[str, int]                  # peer -> Up -> Down (routes withdrawn, session torn down)
+    late_max_ms: float                           # worst lateness of a periodic transmission
+    late_p99_ms: float | None                    # its 99th percentile (1 ms resolution)
+    child_restarts: int
 
 
 @dataclass(frozen=True, slots=True)

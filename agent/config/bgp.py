@@ -51,6 +51,7 @@ from .base import (
     _raise,
     unique_errors,
 )
+from .bfd import PeerBfd
 from .crd_schema import Cel, cel_rules
 from .files import FileProblem, FileTooLarge, read_bounded
 from ..core.bgp import Family
@@ -217,6 +218,11 @@ class BgpPeerSpec(_Model):
     many times is dropped (reason ``as_loop``) before any policy; 0: any occurrence (allowas-in)."""
     add_path: AddPathSpec = Field(default_factory=AddPathSpec)
     """ADD-PATH (RFC 7911): ``{receive: true}`` keeps every path the peer sends as its own candidate."""
+
+    bfd: PeerBfd | None = None
+    """BFD for the session (RFC 5880/5881 single hop): ``{profile: NAME}`` or ``{minRx, minTx,
+    multiplier}`` (ms; defaults 300/300/3); unset: no BFD. A BFD session going down tears the BGP
+    session down (Cease) and its routes are not used again before BFD is back up."""
 
     node_selector: LabelSelector | None = None
     """The nodes that have this session (their Node labels); unset: every node."""

@@ -90,6 +90,9 @@ class PeerStatus(_Model):
     """Why the session last went down (empty when it never did)."""
     families: dict[StrictStr, FamilyCounts] = Field(default_factory=dict)
     """Counts per configured address family (ipv4-unicast, ipv6-unicast)."""
+    bfd: StrictStr | None = None
+    """BFD session state (up, down, init, admindown); unset: no BFD for this peer. While it is
+    not up the peer's routes are not used."""
 
 
 class AdvertisedCounts(_Model):

@@ -102,6 +102,14 @@ spec:
   gracefulRestartSeconds: 120      # 0: no graceful restart capability
   maxPrefix: [{family: ipv4-unicast, limit: 10000, action: teardown, restartSeconds: 300}]
   ttlSecurity: 1                   # GTSM (RFC 5082): hops to the peer
+  bfd: {profile: fast}             # or {minRx: 300, minTx: 300, multiplier: 3} (docs/bfd.md)
+  addPath: {receive: true}         # ADD-PATH (RFC 7911): every path the peer offers
+""",
+    "BfdProfile": """\
+apiVersion: routeagent.io/v1alpha1
+kind: BfdProfile                   # any number; a BgpPeer names one in spec.bfd.profile
+metadata: {name: fast}
+spec: {minRx: 100, minTx: 100, multiplier: 3}   # ms, ms, packets missed before down
 """,
     "BgpSpeaker": """\
 apiVersion: routeagent.io/v1alpha1

@@ -46,6 +46,7 @@ SINGLETON_KINDS = ("AgentConfig", "BgpSpeaker")
 def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
     """Rules between objects: at most one AgentConfig and one BgpSpeaker; no two objects of the
     same kind and name; no two BgpPeers for one address; a peer's importPolicy must exist; a
+    BfdProfiles that exist; a
     passive peer has a localAddress unless the BgpSpeaker lists listen addresses; ttlSecurity
     only where every listening socket of the peer can enforce it (`_ttl_security_listeners`)."""
     conflicts: list[Conflict] = []
@@ -84,6 +85,12 @@ def find_conflicts(objects: Sequence[Any]) -> list[Conflict]:
                 known = ", ".join(sorted([*policies, *BUILTIN_POLICIES]))
                 conflicts.append(Conflict(i, i, f"spec.{field}",
                                           f"no RoutePolicy named {name!r} (known: {known})"))
+    profiles = {o.metadata.name for o in objects if o.kind == "BfdProfile"}
+    for i, obj in enumerate(objects):
+        bfd = obj.spec.bfd if obj.kind == "BgpPeer" else None
+        if bfd is not None and bfd.profile is not None and bfd.profile not in profiles:
+            known = ", ".join(sorted(profiles)) or "none"
+            conflicts.append(Conflict(i, i, "spec.bfd.profile", f"no BfdProfile named {bfd.profile!r} (known: {known})"))
     return conflicts
 
 
@@ -139,6 +146,8 @@ class Config(_Model):
     """The BgpSpeaker object, or None (defaults)."""
     adverts: tuple[Any, ...] = ()
     """Advertisement objects (`agent.config.advertisement`): what this node owns and may announce."""
+    bfd_profiles: tuple[Any, ...] = ()
+    """BfdProfile objects (`agent.config.bfd`), named by BgpPeer spec.bfd.profile."""
 
     @model_validator(mode="after")
     def _unique_static_names(self) -> "Config":
@@ -164,6 +173,7 @@ class Config(_Model):
             policies=tuple(o for o in objects if o.kind == "RoutePolicy"),
             speaker=speakers[0] if speakers else None,
             adverts=tuple(o for o in objects if o.kind == "Advertisement"),
+            bfd_profiles=tuple(o for o in objects if o.kind == "BfdProfile"),
         )
 
 

@@ -96,12 +96,14 @@ class Agent:
 
     def _wire(self) -> Core:
         core, r = Core(self.queue, self.metrics), self.routing
+        r.flush_now = self.writer.flush
         core.on("kernel", r.handle_kernel)
         core.on("main-table", r.handle_main_table)
         core.on("config", r.load_config)
         core.on("scan", r.full_scan)
         core.on("bgp", r.handle_bgp)
         core.on("bgp-stale", r.handle_bgp_stale)
+        core.on("bfd", r.handle_bfd)
         core.on("gate-timeout", r.gate_timeout)
         core.on("flushed", self.writer.flushed)
         # "retry": nothing to do but flush (see Core.run)
@@ -172,6 +174,8 @@ class Agent:
         finally:
             if r.bgp is not None:
                 await r.bgp.stop()  # SIGTERM to ExaBGP: no NOTIFICATION, peers keep our routes
+            if r.bfd is not None and r.bfd.started:
+                await r.bfd.client.stop()
             self.spawn.cancel()
             self.writer.close()  # a batch in flight completes
             loop.remove_reader(r.monitor.fileno())

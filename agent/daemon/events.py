@@ -19,6 +19,9 @@ A full scan (``scan``) is never queued twice, bound or not: a waiting one re-rea
 second would (periodic scans, link flaps and overruns would otherwise queue scans faster than a
 100k-route scan runs); it is counted as ``coalesced``.
 
+`put_urgent()` (a BFD state change: ``bfd``) puts an event ahead of everything queued: a failure
+must not wait behind a burst of UPDATEs.
+
 Every event met at the bound is counted in ``route_agent_event_queue_overflows_total{kind,action}``
 (``action`` ``coalesced`` or ``kept``), and one warning is logged per overflow episode (the next one
 once the queue has drained below half).
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +45,7 @@ RESYNC = ("scan", "queue-full")
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    # kernel | main-table | config | scan | bgp | bgp-stale | flushed | k8s | status | gate-timeout | retry
+    # kernel | main-table | config | scan | bgp | bgp-stale | bfd | flushed | k8s | status | gate-timeout | retry | urgent
     kind: str
     data: Any = None
 
@@ -57,6 +60,15 @@ class EventQueue:
         self._kinds: Counter[str] = Counter()
         self._resync_queued = False
         self._overflowing = False
+        self._urgent: deque[Event] = deque()
+
+    def put_urgent(self, ev: Event) -> None:
+        """`ev` ahead of everything queued (a BFD failure must not wait behind a burst of
+        UPDATEs): taken by the next `get`/`get_nowait`. A placeholder ``urgent`` event (no
+        handler) goes through the FIFO so a waiting `get` wakes up and `empty()` stays true to
+        what is left; never dropped, never coalesced."""
+        self._urgent.append(ev)
+        self._add(Event("urgent"))
 
     def put(self, ev: Event) -> None:
         if ev.kind == RESYNC[0] and self._kinds[ev.kind]:
@@ -98,9 +110,16 @@ class EventQueue:
         return ev
 
     async def get(self) -> Event:
-        return self._taken(await self._q.get())
+        if self._urgent:  # (its placeholder stays queued: a no-op when taken)
+            return self._urgent.popleft()
+        ev = self._taken(await self._q.get())
+        if ev.kind == "urgent" and self._urgent:  # woken by put_urgent
+            return self._urgent.popleft()
+        return ev
 
     def get_nowait(self) -> Event:
+        if self._urgent:
+            return self._urgent.popleft()
         return self._taken(self._q.get_nowait())
 
     def empty(self) -> bool:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from ..config import resolve as cfgmod
-from ..core.bgp import PeerState, PeerStatus, RouteUpdate
+from ..core.bgp import PeerState, PeerStatus, RouteUpdate, SendNotification
 from ..core.gate import SyncGate
 from ..core.rib import Rib
 from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
@@ -38,7 +38,9 @@ from ..k8s.cluster import ClusterState
 from ..sources.addresses import node_addresses
 from ..sources.kernel import ConnectedTable, KernelSource
 from ..sources.static import StaticSource
+from .bfd import BFD_DOWN, CEASE, BfdLink
 from .bgp import BgpRuntime
+from .bgp_config import peer_key
 from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
@@ -61,6 +63,7 @@ class Routing:
         self.cluster = cluster
         self.spawn = spawn or (lambda coro, name: asyncio.get_running_loop().create_task(coro, name=name))
         self.notice: Callable[..., None] = _no_notice  # Kubernetes Events, in cluster mode
+        self.flush_now: Callable[[], None] = lambda: None  # the FIB writer's flush (set by the agent)
         self.reset(config)
 
     def reset(self, config) -> None:
@@ -76,6 +79,8 @@ class Routing:
         self.static = StaticSource()
         self.gate = SyncGate({"kernel", "config"} | ({"kubernetes"} if self.cluster is not None else set()))
         self.bgp: BgpRuntime | None = None
+        self.bfd: BfdLink | None = None
+        self.bgp_started = False
         self._guard_inputs = self._guard_addrs = None
         if config.peers:
             self._make_bgp(config)
@@ -124,6 +129,8 @@ class Routing:
                               runtime_dir=os.path.join(self.state_dir, "speaker"),
                               device_of=self.rib.resolver.connected_device)
         self._connected_seen = self.rib.resolver.connected_version
+        self.bfd = BfdLink(lambda change: self.queue.put_urgent(Event("bfd", change)))
+        self._bfd_configure(config)
         for name in self.bgp.gate_names():
             self.gate.add(name)
         if self.cluster is not None:
@@ -132,6 +139,44 @@ class Routing:
 
     async def start_bgp(self) -> None:
         await self.bgp.start(lambda ev: self.queue.put(Event("bgp", ev)))
+        self.bgp_started = True
+        if self.bfd.specs and not self.bfd.started:
+            self.bfd.started = True
+            await self.bfd.client.start()
+
+    def _bfd_configure(self, config) -> None:
+        released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key,
+                                      lambda peer: bool(self.bgp.stage.accepted_prefixes(peer)))
+        if released:
+            self._apply_rib(self.rib.apply(released))
+        if self.bfd.specs and not self.bfd.started and self.bgp_started:
+            self.bfd.started = True
+            self.spawn(self.bfd.client.start(), "bfd-start")
+
+    def handle_bfd(self, change) -> None:
+        """A BFD state change (`agent.daemon.bfd`): routes withdrawn and the session torn down, or
+        the held routes applied (and the restart gate told, if it waited for them)."""
+        if self.bgp is None or self.bfd is None:
+            return
+        peer = change.peer
+        origin = self.bgp.stage.origin(peer) if peer in self.bgp.peers else None
+        waiting = peer in self.bfd.synced_waiting
+        updates, teardown = self.bfd.changed(change, origin, lambda: self.bgp.stage.accepted_prefixes(peer))
+        if teardown and self.nhg is not None and self.nhg.without_gateway(peer):
+            self.flush_now()  # the groups first (one write each), then the RIB's clean-up
+        session = self.bgp.source.sessions.get(peer)
+        if teardown:
+            if session is not None and session.state is not PeerStatus.DOWN:
+                self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
+            self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
+                        "BGP session torn down", warning=True)
+        if updates:
+            t0 = time.monotonic()
+            self._apply_rib(self.rib.apply(updates))
+            log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates),
+                     time.monotonic() - t0)
+        if change.new == "up" and waiting:
+            self.source_synced(f"bgp/{peer}")
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -159,6 +204,7 @@ class Routing:
         self._apply_rib(self.rib.apply(self.static.load(cfgmod.static_candidates(config))))
         if self.bgp is not None and config is not self._bgp_config:
             self._bgp_output(self.bgp.reconfigure(config, cfgmod.distances(config)))
+            self._bfd_configure(config)
         elif self.bgp is None and config.peers:  # the first peer arrived with a reload
             self._make_bgp(config)
             self.spawn(self.start_bgp(), "bgp-start")
@@ -283,7 +329,10 @@ class Routing:
 
     def _apply_bgp(self, updates, withdrawn) -> None:
         """RIB updates from BGP; `withdrawn`: prefixes a peer explicitly withdrew, whose wanted
-        state the sync gate does not hold (`FibState.release`)."""
+        state the sync gate does not hold (`FibState.release`). Updates of a peer whose BFD is
+        not Up are held (`BfdLink.filter`)."""
+        if self.bfd is not None:
+            updates = self.bfd.filter(updates)
         self._apply_rib(self.rib.apply(updates))
         if withdrawn and not self.fib.gate_open:
             self.fib.release({p: self.rib.desired(p) for p in withdrawn})
@@ -310,7 +359,11 @@ class Routing:
             asyncio.get_running_loop().call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
         for peer in out.synced:
             log.info("peer %s: End-of-RIB (or, without graceful restart, its first KEEPALIVE): in sync", peer)
-            self.source_synced(f"bgp/{peer}")
+            if self.bfd is not None and self.bfd.gated(peer):
+                log.info("peer %s: in sync, but its routes wait for BFD Up", peer)
+                self.bfd.synced_waiting.add(peer)
+            else:
+                self.source_synced(f"bgp/{peer}")
 
     # ---------------------------------------------------------------- cluster inputs
     def cluster_guard(self) -> None:

@@ -44,8 +44,11 @@ def node_status(view: ReadView) -> dict:
                 advertised[f"ipv{v}"] += out
                 fams[fam] = {k: c[k] for k in ("received", "accepted", "rejected", "rejectedNotKept",
                                                "installed")} | {"advertised": out}
-            peers.append({"name": row["name"], "address": row["address"], "state": row["state"],
-                          "reason": row["reason"] or "", "families": fams})
+            peer = {"name": row["name"], "address": row["address"], "state": row["state"],
+                    "reason": row["reason"] or "", "families": fams}
+            if row.get("bfd"):
+                peer["bfd"] = row["bfd"]["state"]
+            peers.append(peer)
     errors = [line for line in view.config_problems() if line][:MAX_ERRORS]
     fib = view.fib_counts()
     status = {

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from ..api import views
-from ..api.readview import BgpCounts, FibCounts, K8sCounts, ReflectorCounts
+from ..api.readview import BfdCounts, BgpCounts, FibCounts, K8sCounts, ReflectorCounts
 from ..core.model import Origin, Prefix
 from . import explain as explain_mod
 
@@ -60,7 +60,11 @@ class AgentView:
         if bgp is None:
             return []
         installed = self.installed_by_peer()
-        return bgp.peer_views(lambda addr: {4: installed.get((addr, 4), 0), 6: installed.get((addr, 6), 0)})
+        rows = bgp.peer_views(lambda addr: {4: installed.get((addr, 4), 0), 6: installed.get((addr, 6), 0)})
+        bfd = self.routing.bfd
+        for row in rows:
+            row["bfd"] = bfd.view(row["address"]) if bfd is not None else None
+        return rows
 
     def adverts(self, peer: str | None) -> list[dict]:
         bgp = self.routing.bgp
@@ -121,7 +125,17 @@ class AgentView:
             announces={a: export.announces[a] for a in bgp.peers},
             withdraws={a: export.withdraws[a] for a in bgp.peers},
             updates=bgp.updates, speaker_restarts=bgp.speaker.restarts,
-            update_errors=dict(bgp.update_errors.counts))
+            update_errors=dict(bgp.update_errors.counts),
+            bfd=self._bfd_counts())
+
+    def _bfd_counts(self) -> BfdCounts | None:
+        bfd = self.routing.bfd
+        if bfd is None or not bfd.specs:
+            return None
+        return BfdCounts(states={p: (bfd.client.views.get(p) or {}).get("state", "down") for p in bfd.specs},
+                         packets=dict(bfd.client.counts), failures=dict(bfd.failures),
+                         late_max_ms=bfd.client.late_max_ms,
+                         late_p99_ms=bfd.client.late_p99_ms, child_restarts=bfd.client.restarts)
 
     def k8s_counts(self) -> K8sCounts | None:
         kube = self.kube.kube if self.kube is not None else None

@@ -112,6 +112,8 @@ class NhLayer:
         self.delete_failed: set[int] = set()
         self.gate_open = False
         self.group_writes = 0  # in-place group replaces confirmed (metrics, tests)
+        self.urgent: list[NhOp] = []  # group shrinks ahead of the RIB (`without_gateway`)
+        self.shrunk: set[int] = set()  # groups shrunk so: the RIB's matching plan is one write
         self._base = max(1, protocol << 20)
         self._next = self._base
 
@@ -179,6 +181,24 @@ class NhLayer:
         return f"id {nhid} {obj.hop}"
 
     # ---- planning ----
+    def without_gateway(self, gateway: str) -> int:
+        """A next hop died (BFD down for the peer at `gateway`): ahead of the RIB, plan an in-place
+        REPLACE of every group of ours that has members through `gateway` and members that do
+        not, keeping the others (groups only through `gateway` cannot be emptied: the RIB's
+        clean-up deals with their routes). They go first in the next batch (`expand`); the
+        routes keep their group. When the RIB's clean-up then moves every user of such a group
+        to exactly its remaining members, that is one (idempotent) group write carrying all the
+        route ops, not a route write each. Returns the number of groups planned."""
+        for gid, obj in self.objects.items():
+            if not obj.members:
+                continue
+            keep = tuple((m, w) for m, w in obj.members
+                         if (h := self.objects.get(m)) is None or h.hop is None or h.hop.gateway != gateway)
+            if keep and len(keep) < len(obj.members):
+                self.urgent.append(NhOp(REPLACE, gid, 0, None, keep))
+                self.shrunk.add(gid)
+        return len(self.urgent)
+
     def expand(self, ops: Sequence[Op], retry_failed: bool = False) -> list:
         """The kernel ops for the reconciler's `ops`: new singles, new and in-place groups,
         then the route writes; or, with nothing else to do, deletes of unused objects."""
@@ -197,6 +217,13 @@ class NhLayer:
         for gid, gops in moving.items():
             key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
+            if key is not None and key == old and gid in self.shrunk \
+                    and len(gops) == len(self.users.get(gid, ())):  # the RIB caught up: one write
+                self.shrunk.discard(gid)
+                groups.append(NhOp(REPLACE, gid, 0, None, self.objects[gid].members, tuple(gops)))
+                changing.add(gid)
+                carried.update(id(o) for o in gops)
+                continue
             if (key is None or key == old or old[0] != "g" or key[1] != old[1]
                     or len(gops) != self.users.get(gid, 0)
                     or any(o.route.nexthops != key[2] for o in gops)):
@@ -221,7 +248,9 @@ class NhLayer:
                 gid = known[id(op.route)] = self._group_of(op, planned, singles, groups, changing)
             routes.append(op if gid is None else _nh_route_op((op, gid)))
         kops = singles + groups + routes
-        if not kops:
+        if self.urgent:
+            kops, self.urgent = self.urgent + kops, []
+        elif not kops:
             kops = self._garbage(retry_failed)
         return kops
 

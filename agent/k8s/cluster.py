@@ -53,7 +53,7 @@ from .services import Selection, ServiceVips
 GROUP, VERSION = "routeagent.io", "v1alpha1"
 CONFIG_RESOURCES = {  # plural -> kind
     "agentconfigs": "AgentConfig", "staticroutes": "StaticRoutes", "bgppeers": "BgpPeer",
-    "bgpspeakers": "BgpSpeaker", "routepolicies": "RoutePolicy", "advertisements": "Advertisement",
+    "bgpspeakers": "BgpSpeaker", "routepolicies": "RoutePolicy", "advertisements": "Advertisement", "bfdprofiles": "BfdProfile",
 }
 assert set(CONFIG_RESOURCES.values()) == set(KINDS)
 CLUSTER_RESOURCES = ("nodes", "services", "endpointslices", "servicecidrs")

@@ -1,0 +1,65 @@
+"""BFD in the routing state (`Routing.handle_bfd`, no child process, no kernel): a peer's routes
+wait for BFD Up (and so does the restart gate), BFD Up -> Down withdraws them and tears the BGP
+session down with Cease 6/10, and the routes that come back are held until BFD is Up again."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.bfd.client import BfdChange
+from agent.core.bgp import Announced, EndOfRib, Family, PathAttrs, PeerState, PeerStatus, RouteUpdate, SendNotification
+from agent.core.model import NextHop, Prefix, RouteType, nexthops
+from agent.daemon.agent import Agent
+from agent.fib.types import ForeignRoute
+
+P = Prefix.parse
+PEER = "10.0.0.1"
+A, B = P("192.0.2.0/24"), P("198.51.100.0/24")
+CONFIG = f"""apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {{name: tor}}
+spec: {{peerAddress: {PEER}, peerAS: 65001, localAS: 65000, routerId: 10.0.0.254, importPolicy: acceptAll,
+        bfd: {{minRx: 100, minTx: 100, multiplier: 3}}}}
+"""
+
+
+@pytest.fixture
+def routing(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(CONFIG)
+    r = Agent(str(path), state_dir=str(tmp_path / "state"), node_name="n").routing
+    r.rib.set_link("up0", True)
+    up0 = ForeignRoute(P("10.0.0.0/24"), 2, 0, RouteType.UNICAST, nexthops(NextHop(None, "up0")))
+    r._apply_rib(r.rib.apply(r.kernel.seen(up0, False)))
+    r.source_synced("kernel")
+    r.source_synced("config")
+    sent = []
+    r.bgp.speaker.send = sent.append
+    r.sent = sent
+    return r
+
+
+def announce(*prefixes):
+    return RouteUpdate(PEER, Family.IPV4_UNICAST, tuple(Announced(p, PEER, PathAttrs(as_path=(65001,))) for p in prefixes))
+
+
+def in_rib(r, p):
+    return r.rib.desired(p) is not None
+
+
+async def test_routes_and_gate_wait_for_bfd_up_then_failure_withdraws_and_tears_down(routing):
+    r = routing
+    r.handle_bgp((PeerState(PEER, PeerStatus.UP), announce(A, B)))
+    r.handle_bgp(EndOfRib(PEER, Family.IPV4_UNICAST))
+    assert not in_rib(r, A) and not r.gate.open  # BFD not up: held, and the gate waits
+    assert r.bfd.view(PEER)["routesHeld"] == 2
+    r.handle_bfd(BfdChange(PEER, "down", "up", "none"))
+    assert in_rib(r, A) and in_rib(r, B) and r.gate.open
+    r.handle_bfd(BfdChange(PEER, "up", "down", "detection_time_expired"))
+    assert not in_rib(r, A) and not in_rib(r, B)
+    assert r.sent[-1] == SendNotification(PEER, 6, 10)
+    r.handle_bgp(announce(A))  # the session still delivers (or a new one does): held
+    assert not in_rib(r, A)
+    r.handle_bfd(BfdChange(PEER, "init", "up", "none"))
+    assert in_rib(r, A) and not in_rib(r, B)
+    assert r.bfd.failures == {PEER: 1}
