@@ -8,7 +8,7 @@ constants and structs both sides share and the decoding.
 
 Decoding (`Decoder`). `iter_messages` walks a receive buffer; `decode` turns each message into a
 value of `agent.fib.types` (RouteEvent, LinkEvent) or a control record (`NlError`, `NlDone`).
-Link messages (few, rare) are decoded by `agent.fib.ifaces` (checked against pyroute2 in the tests).
+Link messages (few, rare) are decoded by pyroute2's `ifinfmsg` (`agent.fib.ifaces`).
 Route messages are filtered on the parsed header before any attribute is read (table, cloned
 flag, type: local/broadcast/anycast/multicast/throw... are skipped), then only RTA_DST,
 RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE and RTA_MULTIPATH are looked at. The raw next-hop
