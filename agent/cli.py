@@ -157,10 +157,11 @@ def explain_lines(data: dict) -> list[str]:
         detail = f" ({c['detail']})" if c["detail"] else ""
         bgp = clitable.bgp_parts(c.get("bgp"))
         bgp_text = "  {" + ", ".join(bgp) + "}" if bgp else ""
-        out.append(f"  {c['status']:<13} {c['origin']} distance {c['distance']}: {c['route']}{bgp_text}{detail}")
+        out.append(f"  {c['status']:<13} {clitable.origin_text(c)} distance {c['distance']}: {c['route']}{bgp_text}{detail}")
     for b in data.get("bgp", []):
         verdict = "accepted" if b["accepted"] else "rejected"
-        out.append(f"  from peer {b['peer']}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
+        path = f" path {b['pathId']}" if b.get("pathId") is not None else ""
+        out.append(f"  from peer {b['peer']}{path}: {verdict} by {b['policy'] or '-'} {b['statement']} ({b['description']})")
     for e in data.get("export", []):
         if e["advertised"]:
             state = "announced" if e["announced"] else "pending"

@@ -135,7 +135,7 @@ def bgp_parts(b: dict | None) -> list[str]:
     return parts
 
 
-def _origin(c: dict) -> str:
+def origin_text(c: dict) -> str:
     """A candidate's origin; an ADD-PATH path with its path id (``ibgp/127.0.0.1 path 2``)."""
     return c["origin"] if c.get("pathId") is None else f"{c['origin']} path {c['pathId']}"
 

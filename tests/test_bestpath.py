@@ -116,3 +116,33 @@ def test_order_does_not_matter(seed):
     ref = select(cands, max_paths=8)
     random.Random(seed).shuffle(cands)
     assert select(cands, max_paths=8) == ref
+
+
+def test_the_equal_cost_shortcut_decides_as_the_steps_do(monkeypatch):
+    """Random BGP candidate sets, most of them equal-cost: `select` with the shortcut gives the
+    same winners and reason as the step-by-step pipeline (the shortcut switched off)."""
+    import random
+
+    from agent.core import bestpath
+    from agent.core.model import BgpAttrs, Candidate, NextHop, Origin, SourceKind
+
+    rnd = random.Random(7)
+
+    def rare(usual, other):
+        return other if rnd.random() < 0.1 else usual
+
+    def cand(i: int) -> Candidate:
+        addr = f"10.0.{rnd.randrange(4)}.{i + 1}"
+        ebgp = rare(True, False)
+        attrs = BgpAttrs(addr, rare(65001, 65002), rare(addr, "10.9.9.9"), ebgp, local_pref=rare(100, 200),
+                         as_path=(65001,) * rare(1, 2), med=rare(0, 5))
+        return Candidate(Origin(SourceKind.EBGP if ebgp else SourceKind.IBGP, addr), rare(20, 200),
+                         (NextHop(addr),), bgp=attrs, path_id=rnd.choice((None, None, 1, 2)))
+
+    cases = [[cand(i) for i in range(rnd.randrange(2, 5))] for _ in range(2000)]
+    args = [(rnd.choice((1, 2, 16)), rnd.random() < 0.3) for _ in cases]
+    fast = [bestpath.select(c, m, r) for c, (m, r) in zip(cases, args)]
+    monkeypatch.setattr(bestpath, "_equal_cost", lambda c: object())  # never equal: the steps decide
+    slow = [bestpath.select(c, m, r) for c, (m, r) in zip(cases, args)]
+    assert fast == slow
+    assert sum(s.reason.name == "MULTIPATH" for s in slow) > 100  # the shortcut was exercised

@@ -152,6 +152,10 @@ def select(
     if len(candidates) == 1:
         return Selection((candidates[0],), BestReason.ONLY_CANDIDATE)
     cands = sorted(candidates, key=candidate_order)
+    if all(c.bgp is not None for c in cands):
+        cost = _equal_cost(cands[0])
+        if all(_equal_cost(c) == cost for c in cands):  # ECMP's usual case: no step can decide
+            return _select_bgp(cands, None, max_paths, multipath_relax, equal=True)
     cands, reason = _run(
         cands, ((step_distance, BestReason.ADMIN_DISTANCE),), None
     )
@@ -165,8 +169,15 @@ def select(
     return Selection((cands[0],), reason or BestReason.ONLY_CANDIDATE)
 
 
-def _select_bgp(cands, reason, max_paths: int, relax: bool) -> Selection:
-    cands, reason = _run(cands, BGP_STEPS, reason)
+def _equal_cost(c: Candidate) -> tuple:
+    """What the distance and BGP_STEPS read: candidates alike in all of it keep each other."""
+    b = c.bgp
+    return c.distance, b.local_pref, len(b.as_path), b.origin, b.med, b.ebgp
+
+
+def _select_bgp(cands, reason, max_paths: int, relax: bool, equal: bool = False) -> Selection:
+    if not equal:  # (equal: every step would keep them all, see `_equal_cost`)
+        cands, reason = _run(cands, BGP_STEPS, reason)
     equal = cands
     best_list, best_reason = _run(list(equal), BGP_TIE_STEPS, reason)
     best = best_list[0]

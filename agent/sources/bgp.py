@@ -192,7 +192,7 @@ class BgpSource:
                     out.withdrawn.append(prefix)
         announced, ids = ev.announced, ev.path_ids
         i, n = 0, len(announced)
-        if n == 1:  # one prefix (an UPDATE of its own attribute set: the costly case, per route)
+        if n == 1 and ids is None:  # one prefix (an UPDATE of its own attribute set: the costly case)
             prefix, next_hop, attrs, _link_local = announced[0]
             decision, _verdict = stage.receive_batch(ev.peer, (prefix,), next_hop, attrs, out.updates, s.stale)
             if decision != "ok":
