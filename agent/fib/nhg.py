@@ -218,7 +218,7 @@ class NhLayer:
             key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
             if key is not None and key == old and gid in self.shrunk \
-                    and len(gops) == len(self.users.get(gid, ())):  # the RIB caught up: one write
+                    and len(gops) == self.users.get(gid, 0):  # the RIB caught up: one write
                 self.shrunk.discard(gid)
                 groups.append(NhOp(REPLACE, gid, 0, None, self.objects[gid].members, tuple(gops)))
                 changing.add(gid)
