@@ -29,6 +29,7 @@ from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
 
+SLOW_STEP = 0.25  # seconds: a core step this long is logged
 PASS_BUDGET = 0.05  # seconds of event handling before the end-of-pass steps and a yield
 
 
@@ -70,8 +71,12 @@ class Core:
                 return
 
     def _safely(self, what: str, fn: Callable[[Any], None], arg: Any, resync: bool = True) -> bool:
+        t0 = time.monotonic()
         try:
             fn(arg)
+            took = time.monotonic() - t0
+            if took > SLOW_STEP:  # the loop (API, BFD hand-offs, the speaker's reader) waited this long
+                log.info("slow core step: %s (%s) took %.3f s", what, getattr(fn, "__qualname__", fn), took)
         except Exception:
             resync = resync and what != "scan"
             log.exception("handling %s event failed%s", what, "; full resync" if resync else "")
