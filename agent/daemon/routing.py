@@ -38,7 +38,6 @@ from ..k8s.cluster import ClusterState
 from ..sources.addresses import node_addresses
 from ..sources.kernel import ConnectedTable, KernelSource
 from ..sources.static import StaticSource
-from . import gctune
 from .bfd import BFD_DOWN, CEASE, BfdLink
 from .bgp import BgpRuntime
 from .bgp_config import peer_key
@@ -362,7 +361,6 @@ class Routing:
             asyncio.get_running_loop().call_later(seconds, lambda p=peer: self.queue.put(Event("bgp-stale", p)))
         for peer in out.synced:
             log.info("peer %s: End-of-RIB (or, without graceful restart, its first KEEPALIVE): in sync", peer)
-            gctune.settle(f"peer {peer} in sync")
             if self.bfd is not None and self.bfd.gated(peer):
                 log.info("peer %s: in sync, but its routes wait for BFD Up", peer)
                 self.bfd.synced_waiting.add(peer)

@@ -27,7 +27,6 @@ from collections import Counter
 
 from ..fib.nhg import nh_deletes
 from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
-from . import gctune
 from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
@@ -116,7 +115,6 @@ class FibWriter:
         if not self.ready and self.routing.gate.open and (self._synced_once or not self._flushing):
             self.ready = True
             log.info("ready: initial re-sync done in %.3fs", time.monotonic() - self.started)
-            gctune.settle("ready")
 
     def close(self) -> None:
         """Wait for a batch in flight to complete, then stop the thread."""
