@@ -48,15 +48,15 @@ def test_routes_held_until_up_then_released_and_failure_withdraws():
     out = l.filter([Update(P1, A, cand), Update(P2, A, cand), Update(P1, B, cand), Update(P2, A, None)])
     assert out == [Update(P1, B, cand)]  # peer a is held: BFD not up yet
     assert l.view("10.0.0.1")["routesHeld"] == 1
-    updates, teardown = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A, lambda: [])
+    updates, teardown = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
     assert updates == [Update(P1, A, cand)] and not teardown
     assert l.filter([Update(P2, A, cand)]) == [Update(P2, A, cand)]  # up: passes
-    updates, teardown = l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A,
-                                  lambda: [P1, P2])
-    assert teardown and updates == [Update(P1, A, None), Update(P2, A, None)]
+    updates, teardown = l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
+    assert teardown and updates == []  # forwarding is repaired first, then the clean-up is built:
+    assert l.withdrawals(A, [P1, P2]) == [Update(P1, A, None), Update(P2, A, None)]
     assert l.filter([Update(P1, A, cand)]) == [] and l.failures == {"10.0.0.1": 1}
     # Down again while already down (init -> down): nothing more
-    assert l.changed(BfdChange("10.0.0.1", "init", "down", "none"), A, lambda: [P1]) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "init", "down", "none"), A) == ([], False)
 
 
 def test_bfd_removed_from_peer_releases_its_routes():
@@ -71,10 +71,10 @@ def test_bfd_removed_from_peer_releases_its_routes():
 
 def test_a_restarted_bfd_process_is_not_a_failure():
     l, _, _ = link()
-    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A, lambda: [P1])
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
     # the BFD process restarted: its new session reports Down -> Init -> Up
-    assert l.changed(BfdChange("10.0.0.1", "down", "init", "none"), A, lambda: [P1]) == ([], False)
-    assert l.changed(BfdChange("10.0.0.1", "init", "up", "none"), A, lambda: [P1]) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "down", "init", "none"), A) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "init", "up", "none"), A) == ([], False)
     assert not l.gated("10.0.0.1") and l.failures == {}
 
 

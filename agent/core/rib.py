@@ -89,6 +89,10 @@ class Rib:
         self._route_cache: dict[tuple[int, int | None], KernelRoute] = {}
         self._single_cache: dict[int, tuple[Candidate, int, KernelRoute | None]] = {}
         self._hops_cache: dict[int, tuple[tuple, int, int | None, KernelRoute | None]] = {}
+        # prefixes offered by the same origins with the same attributes share one candidate
+        # tuple (`_shared`), and its kernel route is remembered like a single candidate's
+        self._tuples: dict[tuple[int, ...], tuple[Candidate, ...]] = {}
+        self._multi_cache: dict[int, tuple[tuple, int, int, bool, KernelRoute | None]] = {}
         self.counts: Counter[Origin] = Counter()
 
     # ---- updates ----
@@ -138,6 +142,7 @@ class Rib:
         self.default_metric = metric
         self._single_cache.clear()
         self._hops_cache.clear()
+        self._multi_cache.clear()
         return {p: self.desired(p) for p in self._routes}
 
     def set_connected(self, changes: Iterable[tuple[Prefix, str, bool]]) -> dict[Prefix, KernelRoute | None]:
@@ -176,18 +181,18 @@ class Rib:
                     self.resolver.add_connected(prefix, dev)
             return
         if isinstance(cur, Candidate):
-            if cur.origin == origin and cur.path_id == path_id:
+            if (cur.origin is origin or cur.origin == origin) and cur.path_id == path_id:
                 old = cur
                 if cand is None:
                     del self._routes[prefix]
                 else:
                     self._routes[prefix] = cand
             elif cand is not None:
-                self._routes[prefix] = tuple(sorted((cur, cand), key=candidate_order))
+                self._routes[prefix] = self._shared(tuple(sorted((cur, cand), key=candidate_order)))
         else:
             rest = []
             for c in cur:
-                if c.origin == origin and c.path_id == path_id:
+                if (c.origin is origin or c.origin == origin) and c.path_id == path_id:
                     old = c
                 else:
                     rest.append(c)
@@ -197,7 +202,7 @@ class Rib:
             if not rest:
                 del self._routes[prefix]
             else:
-                self._routes[prefix] = rest[0] if len(rest) == 1 else tuple(rest)
+                self._routes[prefix] = rest[0] if len(rest) == 1 else self._shared(tuple(rest))
         if old is None and cand is not None:
             self.counts[origin] += 1
         elif old is not None and cand is None:
@@ -240,7 +245,40 @@ class Rib:
             if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
                 return hit[2]
             return self._desired_single(entry, prefix)
-        return self._kernel_route(self.selection(prefix).winners, prefix)
+        return self._desired_multi(entry, prefix)
+
+    def _shared(self, cands: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+        """One tuple object for every prefix with exactly these candidates (by identity: the
+        candidates of a shared UPDATE are shared), so `_desired_multi` can remember its route;
+        a prefix costs a reference instead of a tuple. Bounded like the other caches (a
+        cleared entry only stops being shared)."""
+        key = tuple(map(id, cands))  # the stored tuple keeps its members alive: ids stay theirs
+        shared = self._tuples.get(key)
+        if shared is not None:
+            return shared
+        if len(self._tuples) > 8192:
+            self._tuples.clear()
+        self._tuples[key] = cands
+        return cands
+
+    def _desired_multi(self, entry: tuple[Candidate, ...], prefix: Prefix) -> KernelRoute | None:
+        """The kernel route of a prefix with several candidates, remembered per candidate tuple
+        (`_shared`) for the current resolver generation and multipath settings, unless a
+        candidate resolves recursively (then the result depends on the prefix). A failed peer's
+        clean-up reads this for every prefix it offered, before and after."""
+        generation, max_paths, relax = self.resolver.generation, self.max_paths, self.multipath_relax
+        hit = self._multi_cache.get(id(entry))
+        if hit is not None and hit[0] is entry and hit[1] == generation and hit[2] == max_paths \
+                and hit[3] == relax:
+            return hit[4]
+        route = self._kernel_route(self.selection(prefix).winners, prefix)
+        resolve = self.resolver.resolve
+        if not any(c.type is RouteType.UNICAST and not c.origin.kind.foreign and resolve(c.nexthops)[3]
+                   for c in entry):
+            if len(self._multi_cache) > 8192:
+                self._multi_cache.clear()
+            self._multi_cache[id(entry)] = (entry, generation, max_paths, relax, route)
+        return route
 
     def _desired_single(self, c: Candidate, prefix: Prefix) -> KernelRoute | None:
         """The kernel route of a prefix whose only candidate is `c`. Candidates are shared by

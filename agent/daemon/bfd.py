@@ -114,9 +114,11 @@ class BfdLink:
         return out
 
     # ---- state changes ----
-    def changed(self, change: BfdChange, origin: Origin | None, accepted) -> tuple[list[Update], bool]:
-        """A state change of `change.peer` (`origin`: its RIB origin, `accepted()`: its accepted
-        prefixes). Returns (RIB updates to apply now, whether to tear the BGP session down)."""
+    def changed(self, change: BfdChange, origin: Origin | None) -> tuple[list[Update], bool]:
+        """A state change of `change.peer` (`origin`: its RIB origin). Returns (RIB updates to
+        apply now, whether it failed). On a failure the caller repairs forwarding first (the
+        nexthop groups) and only then builds the RIB's clean-up with `withdrawals()`: with 500k
+        routes that list alone takes ~0.4 s."""
         peer = change.peer
         if peer not in self.specs or origin is None:
             return [], False
@@ -130,10 +132,14 @@ class BfdLink:
             return [], False
         self.failures[peer] = self.failures.get(peer, 0) + 1
         self._gate(peer, origin)
-        gone = [Update(p, origin, None) for p in accepted()]
-        log.warning("BFD with %s down (%s, %.0f ms ago): %d routes withdrawn, BGP session torn down "
-                    "(Cease 6/10)", peer, change.diag, (time.monotonic() - change.at) * 1000, len(gone))
-        return gone, True
+        log.warning("BFD with %s down (%s, %.0f ms ago): its routes are withdrawn, BGP session torn down "
+                    "(Cease 6/10)", peer, change.diag, (time.monotonic() - change.at) * 1000)
+        return [], True
+
+    @staticmethod
+    def withdrawals(origin: Origin, accepted) -> list[Update]:
+        """The RIB's clean-up after a failure: every accepted prefix of the peer withdrawn."""
+        return [Update(p, origin, None) for p in accepted]
 
     def view(self, peer: str) -> dict | None:
         """The BFD part of a `show peers` row (None: no BFD for the peer)."""

@@ -161,9 +161,11 @@ class Routing:
         peer = change.peer
         origin = self.bgp.stage.origin(peer) if peer in self.bgp.peers else None
         waiting = peer in self.bfd.synced_waiting
-        updates, teardown = self.bfd.changed(change, origin, lambda: self.bgp.stage.accepted_prefixes(peer))
-        if teardown and self.nhg is not None and self.nhg.without_gateway(peer):
-            self.flush_now()  # the groups first (one write each), then the RIB's clean-up
+        updates, teardown = self.bfd.changed(change, origin)
+        if teardown:
+            if self.nhg is not None and self.nhg.without_gateway(peer):
+                self.flush_now()  # the groups first (one write each), then the RIB's clean-up
+            updates = self.bfd.withdrawals(origin, self.bgp.stage.accepted_prefixes(peer))
         session = self.bgp.source.sessions.get(peer)
         if teardown:
             if session is not None and session.state is not PeerStatus.DOWN:
