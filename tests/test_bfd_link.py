@@ -52,8 +52,9 @@ def test_routes_held_until_up_then_released_and_failure_withdraws():
     assert updates == [Update(P1, A, cand)] and not teardown
     assert l.filter([Update(P2, A, cand)]) == [Update(P2, A, cand)]  # up: passes
     updates, teardown = l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
-    assert teardown and updates == []  # forwarding is repaired first, then the clean-up is built:
-    assert l.withdrawals(A, [P1, P2]) == [Update(P1, A, None), Update(P2, A, None)]
+    assert teardown and updates == []  # forwarding is repaired first, then the clean-up is built
+    l.start_cleanup("10.0.0.1", A, [P1, P2])
+    assert l.next_cleanup("10.0.0.1") == [Update(P1, A, None), Update(P2, A, None)]
     assert l.filter([Update(P1, A, cand)]) == [] and l.failures == {"10.0.0.1": 1}
     # Down again while already down (init -> down): nothing more
     assert l.changed(BfdChange("10.0.0.1", "init", "down", "none"), A) == ([], False)
@@ -86,3 +87,38 @@ def test_bfd_added_to_a_running_session_keeps_its_routes():
     cfg2 = load_text(CFG)
     l.configure(cfg2.peers, cfg2.bfd_profiles, lambda p: A, peer_key, in_use=lambda p: True)
     assert "10.0.0.1" in l.specs and not l.gated("10.0.0.1")
+
+
+def test_the_clean_up_after_a_failure_comes_in_slices_with_add_path_ids():
+    l, _, _ = link()
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
+    assert l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A) == ([], True)
+    l.start_cleanup("10.0.0.1", A, [P1, (P2, 7), P2])
+    assert l.next_cleanup("10.0.0.1", 2) == [Update(P1, A, None), Update(P2, A, None, 7)]
+    assert l.next_cleanup("10.0.0.1", 2) == [Update(P2, A, None)]
+    assert l.next_cleanup("10.0.0.1", 2) == [] and "10.0.0.1" not in l.cleanup
+
+
+def test_bfd_up_again_applies_the_rest_of_the_clean_up_before_the_held_routes():
+    l, _, _ = link()
+    cand = object()
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
+    l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
+    l.start_cleanup("10.0.0.1", A, [P1, P2])
+    assert l.next_cleanup("10.0.0.1", 1) == [Update(P1, A, None)]
+    l.filter([Update(P2, A, cand)])  # the new session announces P2 again: held
+    updates, _ = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
+    assert updates == [Update(P2, A, None), Update(P2, A, cand)]  # old withdrawn, then the new one
+    assert not l.cleanup
+
+
+def test_a_peer_removed_during_its_clean_up_still_gets_it_applied():
+    l, _, _ = link()
+    cand = object()
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
+    l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
+    l.start_cleanup("10.0.0.1", A, [P1, P2])
+    l.filter([Update(P1, A, cand)])
+    only_b = load_text(CFG.split("---\n", 1)[1])
+    released = l.configure(only_b.peers, only_b.bfd_profiles, lambda p: A, peer_key)
+    assert released == [Update(P1, A, None), Update(P2, A, None)]

@@ -165,13 +165,14 @@ class Routing:
         if teardown:
             if self.nhg is not None and self.nhg.without_gateway(peer):
                 self.flush_now()  # the groups first (one write each), then the RIB's clean-up
-            updates = self.bfd.withdrawals(origin, self.bgp.stage.accepted_prefixes(peer))
+            self.bfd.start_cleanup(peer, origin, self.bgp.stage.accepted_prefixes(peer))
         session = self.bgp.source.sessions.get(peer)
         if teardown:
             if session is not None and session.state is not PeerStatus.DOWN:
                 self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
             self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
                         "BGP session torn down", warning=True)
+            self.handle_bfd_cleanup(peer)
         if updates:
             t0 = time.monotonic()
             self._apply_rib(self.rib.apply(updates))
@@ -179,6 +180,17 @@ class Routing:
                      time.monotonic() - t0)
         if change.new == "up" and waiting:
             self.source_synced(f"bgp/{peer}")
+
+    def handle_bfd_cleanup(self, peer) -> None:
+        """One slice of a failed peer's RIB clean-up (`BfdLink.start_cleanup`); the next one is
+        queued behind whatever else waits, so other events interleave."""
+        if self.bfd is None:
+            return
+        updates = self.bfd.next_cleanup(peer)
+        if updates:
+            self._apply_rib(self.rib.apply(updates))
+        if peer in self.bfd.cleanup:
+            self.queue.put(Event("bfd-cleanup", peer))
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -304,12 +316,20 @@ class Routing:
             log.info("full kernel scan: %s", reason)
         if self.bgp is not None:
             self.bgp.set_node_addresses(self.node_addresses())
+        t0 = time.monotonic()
         self._sync_links()
         dump = self._dump()
+        t1 = time.monotonic()
         if self.nhg is not None:
             self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)
         self.fib.resync(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
+        t2 = time.monotonic()
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
+        took = time.monotonic() - t0
+        if took > 0.25:
+            log.info("full kernel scan (%s): %d routes of ours, %d foreign; dump %.3f s, our state %.3f s, "
+                     "foreign routes %.3f s", reason, len(dump.ours), len(dump.foreign), t1 - t0, t2 - t1,
+                     took - (t2 - t0))
 
     # ---------------------------------------------------------------- BGP
     def handle_bgp(self, events) -> None:

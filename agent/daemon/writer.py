@@ -56,6 +56,14 @@ class FibWriter:
         r = self.routing
         ops = r.fib.plan(retry_failed)
         kops = r.nhg.expand(ops, retry_failed) if r.nhg is not None else ops
+        if r.nhg is not None and r.nhg.settled:  # already true in the kernel: done, no write
+            settled = r.nhg.take_settled()
+            r.fib.done(settled, ())
+            if len(settled) == len(ops):
+                ops = []
+            else:
+                ids = {id(o) for o in settled}
+                ops = [o for o in ops if id(o) not in ids]
         if not kops:
             self._check_ready()
             return

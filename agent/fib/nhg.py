@@ -113,7 +113,9 @@ class NhLayer:
         self.gate_open = False
         self.group_writes = 0  # in-place group replaces confirmed (metrics, tests)
         self.urgent: list[NhOp] = []  # group shrinks ahead of the RIB (`without_gateway`)
-        self.shrunk: set[int] = set()  # groups shrunk so: the RIB's matching plan is one write
+        # route ops of `expand` that need no kernel write (their group already is what they
+        # want): the caller records them as done at once (`take_settled`)
+        self.settled: list[Op] = []
         self._base = max(1, protocol << 20)
         self._next = self._base
 
@@ -186,9 +188,10 @@ class NhLayer:
         REPLACE of every group of ours that has members through `gateway` and members that do
         not, keeping the others (groups only through `gateway` cannot be emptied: the RIB's
         clean-up deals with their routes). They go first in the next batch (`expand`); the
-        routes keep their group. When the RIB's clean-up then moves every user of such a group
-        to exactly its remaining members, that is one (idempotent) group write carrying all the
-        route ops, not a route write each. Returns the number of groups planned."""
+        routes keep their group. When the RIB's clean-up then moves users of such a group to
+        exactly its remaining members (all of them at once or a slice at a time), that needs no
+        kernel write at all: `expand` settles those route ops (`take_settled`). Returns the
+        number of groups planned."""
         for gid, obj in self.objects.items():
             if not obj.members:
                 continue
@@ -196,7 +199,6 @@ class NhLayer:
                          if (h := self.objects.get(m)) is None or h.hop is None or h.hop.gateway != gateway)
             if keep and len(keep) < len(obj.members):
                 self.urgent.append(NhOp(REPLACE, gid, 0, None, keep))
-                self.shrunk.add(gid)
         return len(self.urgent)
 
     def expand(self, ops: Sequence[Op], retry_failed: bool = False) -> list:
@@ -217,11 +219,11 @@ class NhLayer:
         for gid, gops in moving.items():
             key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
-            if key is not None and key == old and gid in self.shrunk \
-                    and len(gops) == self.users.get(gid, 0):  # the RIB caught up: one write
-                self.shrunk.discard(gid)
-                groups.append(NhOp(REPLACE, gid, 0, None, self.objects[gid].members, tuple(gops)))
-                changing.add(gid)
+            if key is not None and key == old:
+                # the group already is what these routes want (shrunk in place ahead of the
+                # RIB, `without_gateway`): the RIB caught up, nothing to write, however many
+                # of the group's users this plan holds
+                self.settled += gops
                 carried.update(id(o) for o in gops)
                 continue
             if (key is None or key == old or old[0] != "g" or key[1] != old[1]
@@ -253,6 +255,12 @@ class NhLayer:
         elif not kops:
             kops = self._garbage(retry_failed)
         return kops
+
+    def take_settled(self) -> list[Op]:
+        """The route ops the last `expand` found already true in the kernel (to record as done;
+        they are not among its kernel ops)."""
+        out, self.settled = self.settled, []
+        return out
 
     def _group_of(self, op: Op, planned: dict, singles: list, groups: list, changing: set) -> int | None:
         """The group `op`'s route goes through (None: a plain route), planned or new."""
