@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import re
 import sys
 import time
 
@@ -97,7 +99,24 @@ def via(ns: str, addrs: list[str]) -> set[str]:
     return out
 
 
-def run(kind: str, n: int, workdir: str, timeout: float) -> dict:
+def settled(node: str, bfd: bool) -> bool:
+    """No route op of the agent's pending, and (with BFD) both sessions Up at 100 ms x 3."""
+    metrics = api_get(node, "/metrics") or ""
+    if not re.search(r"^route_agent_fib_pending_routes 0\.0$", metrics, re.M):
+        return False
+    if not bfd:
+        return True
+    rows = json.loads(api_get(node, "/api/peers") or "[]")
+    return len(rows) == 2 and all((r.get("bfd") or {}).get("state") == "up"
+                                  and ((r.get("bfd") or {}).get("detectionMs") or 1e9) <= 300 for r in rows)
+
+
+def _scan_lines(log: str) -> int:
+    with open(log, errors="replace") as f:
+        return f.read().count("full kernel scan: connected-route-deleted")
+
+
+def run(kind: str, n: int, workdir: str, timeout: float, during_scan: bool = False) -> dict:
     with contextlib.ExitStack() as stack:
         tor = stack.enter_context(namespace("ra-fo-tor-"))
         node = stack.enter_context(namespace("ra-fo-node-"))
@@ -125,15 +144,26 @@ def run(kind: str, n: int, workdir: str, timeout: float) -> dict:
             routes = ip(node, "-4", "route", "show", "table", "main", check=False).count("\n")
             return routes >= n and via(node, probes) >= {"10.0.0.1", "10.0.1.1"}
         wait_for(learned, timeout, 1.0, what="ECMP table in the kernel")
-        time.sleep(3)  # BFD at its fast rate, the FIB settled (not measured)
+        if kind == "bird":
+            wait_for(lambda: rx.command("show bfd sessions").count(" Up ") >= 2, timeout, 0.2,
+                     what="BIRD's BFD sessions up")
+        else:
+            wait_for(lambda: settled(node, bfd=kind == "agent"), timeout, 0.2,
+                     what="the agent's FIB written and its BFD sessions at their fast rate")
         mon = Monitor(node, ("route", "nexthop"))
         stack.callback(mon.close)
         if kind != "bird":  # the monitor's marker route (a dev route on lo, added and deleted) makes
             # the agent rescan the kernel ("connected-route-deleted": ~1 s at 100k routes, ~5 s at
-            # 500k, on its core task): wait until that scan is done, so it does not delay the BFD Down
+            # 500k): wait until that scan is done, so it is not what the failure meets
             wait_for(lambda: 'reason="connected-route-deleted"' in (api_get(node, "/metrics") or ""),
                      timeout, 0.1, what="the agent's rescan after the monitor's marker")
             wait_for(lambda: api_get(node, "/readyz") is not None, timeout, 0.1, what="the agent answering")
+        if during_scan and kind != "bird":  # another marker: the failure comes during the scan it causes
+            log = os.path.join(workdir, "agent.log")
+            scans = _scan_lines(log)
+            ip(node, "route", "add", "192.0.2.99/32", "dev", "lo")
+            ip(node, "route", "del", "192.0.2.99/32", "dev", "lo")
+            wait_for(lambda: _scan_lines(log) > scans, timeout, 0.01, what="the agent's scan starting")
         start_lines = len(mon.lines)
         t0 = time.monotonic()
         ip(tor, "-4", "neigh", "replace", "10.0.0.254", "lladdr", BOGUS_MAC, "dev", "tor0", "nud", "permanent")
@@ -158,6 +188,9 @@ def main() -> int:
     ap.add_argument("--full-scan-seconds", type=int, default=60,
                     help="the agent's periodic full scan (default the agent's 60 s): the scan runs on the core "
                          "task (~1 s at 100k routes, ~5 s at 500k) and a BFD Down arriving meanwhile waits for it")
+    ap.add_argument("--fail-during-scan", action="store_true",
+                    help="make the agent start a full kernel scan (a dev route on lo added and deleted) and "
+                         "silence the peer as soon as the scan has started: its dump gives way to the BFD Down")
     args = ap.parse_args()
     global FULL_SCAN_SECONDS
     FULL_SCAN_SECONDS = args.full_scan_seconds
@@ -166,7 +199,7 @@ def main() -> int:
     results = {}
     for kind in args.only.split(","):
         with work_directory(f"ra-failover-{kind}-", args.keep) as workdir:
-            results[kind] = run(kind, args.routes, workdir, args.timeout)
+            results[kind] = run(kind, args.routes, workdir, args.timeout, args.fail_during_scan)
     a, b = results.get("agent", {}), results.get("bird", {})
     out = {"routes": args.routes, "repair_s": a.get("repair_s"), "writes_to_repair": a.get("writes_to_repair"),
            "ref_repair_s": b.get("repair_s"),

@@ -184,3 +184,28 @@ def test_eexist_for_our_own_route_is_settled_by_the_scan_and_the_withdrawal_goes
     ops = state.plan(retry_failed=False)  # no retry timer needed
     state.done(ops, fib.apply(ops))
     assert [o.kind for o in ops] == [OpKind.DELETE] and ns.ours() == {}
+
+
+def test_a_dump_gives_way_when_asked_and_the_next_one_is_whole(ns, fib):
+    """The full scan's dump gives way to a BFD change (`interrupt`): it stops after the datagram
+    it is reading, nothing of it is returned, and the scan socket (with the rest of that dump
+    unread in the kernel) is replaced, so the next dump is complete."""
+    from agent.fib.netlink import ScanInterrupted
+
+    prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(ROUTES)]
+    assert fib.apply([Op(OpKind.ADD, p, GW0) for p in prefixes]) == []
+    asked = []
+
+    def interrupt():
+        asked.append(1)
+        return len(asked) >= 3
+    reopened = fib.scanner.sock.reopened
+    try:
+        fib.dump(interrupt)
+    except ScanInterrupted:
+        pass
+    else:
+        raise AssertionError("the dump did not give way")
+    assert len(asked) == 3 and fib.scanner.sock.reopened == reopened + 1
+    dump = fib.dump(lambda: False)
+    assert set(dump.ours) == set(prefixes)

@@ -29,7 +29,7 @@ from ..config import resolve as cfgmod
 from ..core.bgp import PeerState, PeerStatus, RouteUpdate, SendNotification
 from ..core.gate import SyncGate
 from ..core.rib import Rib
-from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
+from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor, ScanInterrupted
 from ..fib.nhg import NhLayer
 from ..fib.reconciler import FibState
 from ..fib.scanner import nexthops_supported
@@ -118,11 +118,16 @@ class Routing:
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
         self.source_synced("kernel")
 
-    def _dump(self):
+    def _dump(self, interrupt=None):
         """Dump our table; with a table other than main, refresh main's connected routes too."""
         if self.main_netlink is not None:
-            self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump().foreign)))
-        return self.netlink.dump()
+            self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump(interrupt).foreign)))
+        return self.netlink.dump(interrupt)
+
+    def _urgent_waiting(self) -> bool:
+        """Something must not wait for a full scan: a BFD state change (read by its thread, on
+        its way to the loop). The dump gives way and the scan runs again after it."""
+        return self.bfd is not None and self.bfd.client.change_waiting()
 
     def _make_bgp(self, config) -> None:
         self.bgp = BgpRuntime(self.imp, config, cfgmod.distances(config), self.node_addresses(),
@@ -318,7 +323,13 @@ class Routing:
             self.bgp.set_node_addresses(self.node_addresses())
         t0 = time.monotonic()
         self._sync_links()
-        dump = self._dump()
+        try:
+            dump = self._dump(self._urgent_waiting)
+        except ScanInterrupted:
+            log.info("full kernel scan (%s) gave way to a BFD state change after %.3f s; it runs again "
+                     "after it", reason, time.monotonic() - t0)
+            self.queue.put(Event("scan", reason))
+            return
         t1 = time.monotonic()
         if self.nhg is not None:
             self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)

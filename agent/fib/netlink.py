@@ -22,14 +22,14 @@ from __future__ import annotations
 from .links import LinkIndex, LinkSnapshot
 from .monitor import RouteMonitor, attach_drop_own_additions
 from .nhg import nh_deletes
-from .nlsock import DEFAULT_BUFFER, NlSocket, SocketBusy, open_socket
+from .nlsock import DEFAULT_BUFFER, NlSocket, ScanInterrupted, SocketBusy, open_socket
 from .scanner import NetlinkScanner, dump_addresses, dump_links
 from .types import Dump, FibSettings, Link, Op, OpError, OpKind
 from .writer import BATCH, NetlinkWriter
 
 __all__ = [
     "BATCH", "DEFAULT_BUFFER", "LinkIndex", "LinkSnapshot", "NetlinkFib", "NetlinkScanner",
-    "NetlinkWriter", "NlSocket", "RouteMonitor", "SocketBusy", "attach_drop_own_additions",
+    "NetlinkWriter", "NlSocket", "RouteMonitor", "ScanInterrupted", "SocketBusy", "attach_drop_own_additions",
     "dump_addresses", "dump_links", "flush_ours", "open_socket",
 ]
 
@@ -83,10 +83,10 @@ class NetlinkFib:
     def links_dump(self) -> list[Link]:
         return self.scanner.links_dump()
 
-    def dump(self) -> Dump:
+    def dump(self, interrupt=None) -> Dump:
         """Every route of the configured table: ours by prefix (`extra`: more of ours on one
-        prefix) and the foreign ones."""
-        return self.scanner.dump()
+        prefix) and the foreign ones; `interrupt`: see `NetlinkScanner.dump`."""
+        return self.scanner.dump(interrupt)
 
 
 def flush_ours(settings: FibSettings, links: LinkIndex | None = None) -> list[OpError]:
