@@ -89,22 +89,25 @@ def test_bfd_added_to_a_running_session_keeps_its_routes():
     assert "10.0.0.1" in l.specs and not l.gated("10.0.0.1")
 
 
-def test_the_clean_up_after_a_failure_comes_in_slices_with_add_path_ids():
+def failed(accepted):
+    """A link whose peer 10.0.0.1 was Up and failed, its clean-up of `accepted` started."""
     l, _, _ = link()
     l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
     assert l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A) == ([], True)
-    l.start_cleanup("10.0.0.1", A, [P1, (P2, 7), P2])
+    l.start_cleanup("10.0.0.1", A, accepted)
+    return l
+
+
+def test_the_clean_up_after_a_failure_comes_in_slices_with_add_path_ids():
+    l = failed([P1, (P2, 7), P2])
     assert l.next_cleanup("10.0.0.1", 2) == [Update(P1, A, None), Update(P2, A, None, 7)]
     assert l.next_cleanup("10.0.0.1", 2) == [Update(P2, A, None)]
     assert l.next_cleanup("10.0.0.1", 2) == [] and "10.0.0.1" not in l.cleanup
 
 
 def test_bfd_up_again_applies_the_rest_of_the_clean_up_before_the_held_routes():
-    l, _, _ = link()
+    l = failed([P1, P2])
     cand = object()
-    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
-    l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
-    l.start_cleanup("10.0.0.1", A, [P1, P2])
     assert l.next_cleanup("10.0.0.1", 1) == [Update(P1, A, None)]
     l.filter([Update(P2, A, cand)])  # the new session announces P2 again: held
     updates, _ = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
@@ -113,11 +116,8 @@ def test_bfd_up_again_applies_the_rest_of_the_clean_up_before_the_held_routes():
 
 
 def test_a_peer_removed_during_its_clean_up_still_gets_it_applied():
-    l, _, _ = link()
+    l = failed([P1, P2])
     cand = object()
-    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
-    l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
-    l.start_cleanup("10.0.0.1", A, [P1, P2])
     l.filter([Update(P1, A, cand)])
     only_b = load_text(CFG.split("---\n", 1)[1])
     released = l.configure(only_b.peers, only_b.bfd_profiles, lambda p: A, peer_key)

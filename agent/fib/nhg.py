@@ -33,7 +33,10 @@ RIB and cannot send a prefix to a peer that never announced it; the price is tha
 spread over several plans (a peer re-sending its table UPDATE by UPDATE) costs route writes,
 which is the slow, non-urgent direction. New routes wanting S reuse the group indexed for S
 (`by_key`); two groups may end up with the same members (one of them changed in place), which is
-harmless.
+harmless. **A route op whose group already is what it wants** (BFD shrank the group ahead of the
+RIB, `without_gateway`: the kernel forwards as the RIB is about to decide) needs no write at all:
+`expand` settles it (`take_settled`), however many of the group's users the plan holds, so the
+RIB's clean-up after a failure may come in slices.
 
 Ids: ours are allocated from ``protocol << 20`` upwards, skipping every id the kernel has
 (foreign objects are never written, only read to expand routes that point at them). An ADD that
