@@ -94,6 +94,7 @@ class Rib:
         self._tuples: dict[tuple[int, ...], tuple[Candidate, ...]] = {}
         self._multi_cache: dict[int, tuple[tuple, int, int, bool, KernelRoute | None]] = {}
         self.counts: Counter[Origin] = Counter()
+        self.failed: set[Origin] = set()  # origins whose candidates are unusable (`set_failed`)
 
     # ---- updates ----
     def apply(self, updates: Iterable[Update]) -> dict[Prefix, KernelRoute | None]:
@@ -154,6 +155,15 @@ class Rib:
             else:
                 self.resolver.remove_connected(prefix, dev)
         return self.reevaluate() if self.resolver.generation != generation else {}
+
+    def set_failed(self, origin: Origin, failed: bool) -> None:
+        """A source failed (BFD down for a BGP peer) while its candidates are still here, to be
+        withdrawn in slices: from now on every decision ignores them, so nothing re-decided
+        meanwhile (another peer's update, a rescan, a link change) puts them back. The caller
+        clears it once they are all withdrawn. Nothing is re-decided here."""
+        if failed != (origin in self.failed):
+            (self.failed.add if failed else self.failed.discard)(origin)
+            self.resolver.invalidate()  # (the generation: remembered decisions are void)
 
     def set_link(self, name: str, up: bool | None) -> dict[Prefix, KernelRoute | None]:
         return self.reevaluate() if self.resolver.set_link(name, up) else {}
@@ -222,7 +232,7 @@ class Rib:
         return (entry,) if isinstance(entry, Candidate) else entry
 
     def _usable(self, c: Candidate, prefix: Prefix) -> bool:
-        if c.distance >= NEVER_INSTALL:
+        if c.distance >= NEVER_INSTALL or (self.failed and c.origin in self.failed):
             return False
         if c.origin.kind.foreign or c.type != RouteType.UNICAST:
             return True
@@ -285,6 +295,8 @@ class Rib:
         many prefixes: each one's route is remembered for the current resolver generation (keyed
         by identity; the value keeps it alive). Candidates of distinct attribute sets share their
         next hops: a BGP candidate's route is remembered per next-hop tuple and metric too."""
+        if self.failed and c.origin in self.failed:
+            return None  # (not remembered: the caches are shared by next hops)
         generation = self.resolver.generation
         hops = c.nexthops
         plain = c.distance < NEVER_INSTALL and c.type is RouteType.UNICAST and not c.origin.kind.foreign
@@ -355,6 +367,8 @@ class Rib:
         for c in cands:
             if c.distance >= NEVER_INSTALL:
                 states.append(CandidateState(c, "never-install", f"distance {c.distance}"))
+            elif c.origin in self.failed:
+                states.append(CandidateState(c, "unresolved", "its source failed (BFD down): being withdrawn"))
             elif not self._usable(c, prefix):
                 hit = self.resolver.resolve(c.nexthops)
                 why = hit[1] if not hit[0] else f"resolves only through {', '.join(map(str, hit[3]))}, which covers it"

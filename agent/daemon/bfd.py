@@ -56,6 +56,7 @@ class BfdLink:
         self.failures: dict[str, int] = {}  # peer -> Up -> Down transitions (routes withdrawn)
         self.cleanup: dict[str, tuple[Origin, list, int]] = {}  # failed peer -> its clean-up to do
         self.cleanup_started: dict[str, float] = {}
+        self.scan_waiting: str | None = None  # the reason of a full scan put off until the clean-ups end
         self.started = False
 
     # ---- configuration ----
@@ -155,10 +156,11 @@ class BfdLink:
         self.cleanup[peer] = (origin, accepted, 0)
         self.cleanup_started[peer] = time.monotonic()
 
-    def next_cleanup(self, peer: str, n: int = CLEANUP_SLICE) -> list[Update]:
-        """The next slice of `peer`'s clean-up (empty: nothing left)."""
+    def next_cleanup(self, peer: str, n: int | None = None) -> list[Update]:
+        """The next slice of `peer`'s clean-up, CLEANUP_SLICE long by default (empty: nothing left)."""
         if peer not in self.cleanup:
             return []
+        n = n or CLEANUP_SLICE
         origin, accepted, at = self.cleanup[peer]
         out = [Update(p[0], origin, None, p[1]) if p.__class__ is tuple else Update(p, origin, None)
                for p in accepted[at:at + n]]

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from ..config import resolve as cfgmod
-from ..core.bgp import PeerState, PeerStatus, RouteUpdate, SendNotification
+from ..core.bgp import PeerState, PeerStatus, RouteUpdate
 from ..core.gate import SyncGate
 from ..core.rib import Rib
 from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor, ScanInterrupted
@@ -38,7 +38,8 @@ from ..k8s.cluster import ClusterState
 from ..sources.addresses import node_addresses
 from ..sources.kernel import ConnectedTable, KernelSource
 from ..sources.static import StaticSource
-from .bfd import BFD_DOWN, CEASE, BfdLink
+from .bfd import BfdLink
+from .bfd_events import BfdEvents
 from .bgp import BgpRuntime
 from .bgp_config import peer_key
 from .events import Event, EventQueue
@@ -50,7 +51,7 @@ def _no_notice(reason: str, message: str, warning: bool = False) -> None:
     pass
 
 
-class Routing:
+class Routing(BfdEvents):
     """The routing state of one agent; `imp` is the keyword-named import package."""
 
     def __init__(self, config, *, imp, queue: EventQueue, metrics, state_dir: str,
@@ -153,49 +154,11 @@ class Routing:
         released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key,
                                       lambda peer: bool(self.bgp.stage.accepted_prefixes(peer)))
         if released:
-            self._apply_rib(self.rib.apply(released))
+            self.apply_withdrawals(released)
+            self.clear_failed()
         if self.bfd.specs and not self.bfd.started and self.bgp_started:
             self.bfd.started = True
             self.spawn(self.bfd.client.start(), "bfd-start")
-
-    def handle_bfd(self, change) -> None:
-        """A BFD state change (`agent.daemon.bfd`): routes withdrawn and the session torn down, or
-        the held routes applied (and the restart gate told, if it waited for them)."""
-        if self.bgp is None or self.bfd is None:
-            return
-        peer = change.peer
-        origin = self.bgp.stage.origin(peer) if peer in self.bgp.peers else None
-        waiting = peer in self.bfd.synced_waiting
-        updates, teardown = self.bfd.changed(change, origin)
-        if teardown:
-            if self.nhg is not None and self.nhg.without_gateway(peer):
-                self.flush_now()  # the groups first (one write each), then the RIB's clean-up
-            self.bfd.start_cleanup(peer, origin, self.bgp.stage.accepted_prefixes(peer))
-        session = self.bgp.source.sessions.get(peer)
-        if teardown:
-            if session is not None and session.state is not PeerStatus.DOWN:
-                self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
-            self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
-                        "BGP session torn down", warning=True)
-            self.handle_bfd_cleanup(peer)
-        if updates:
-            t0 = time.monotonic()
-            self._apply_rib(self.rib.apply(updates))
-            log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates),
-                     time.monotonic() - t0)
-        if change.new == "up" and waiting:
-            self.source_synced(f"bgp/{peer}")
-
-    def handle_bfd_cleanup(self, peer) -> None:
-        """One slice of a failed peer's RIB clean-up (`BfdLink.start_cleanup`); the next one is
-        queued behind whatever else waits, so other events interleave."""
-        if self.bfd is None:
-            return
-        updates = self.bfd.next_cleanup(peer)
-        if updates:
-            self._apply_rib(self.rib.apply(updates))
-        if peer in self.bfd.cleanup:
-            self.queue.put(Event("bfd-cleanup", peer))
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -316,6 +279,11 @@ class Routing:
             log.warning("route %s of ours changed outside route-agent: repairing", ev.prefix)
 
     def full_scan(self, reason: str) -> None:
+        if self.bfd is not None and self.bfd.cleanup:  # after a BFD failure's clean-up (bfd_events)
+            if self.bfd.scan_waiting is None:
+                log.info("full kernel scan (%s) waits for the clean-up after a BFD failure", reason)
+            self.bfd.scan_waiting = self.bfd.scan_waiting or reason
+            return
         self.metrics.resyncs.labels(reason).inc()
         if reason != "periodic":
             log.info("full kernel scan: %s", reason)

@@ -63,6 +63,13 @@ class NetlinkFib:
         """Send every op, batched; return the failures only, in the order of `ops`."""
         return self.writer.apply(ops)
 
+    def inject(self, kops) -> bool:
+        """Urgent ops for the `apply()` under way (any thread; `NetlinkWriter.inject`)."""
+        return self.writer.inject(kops)
+
+    def take_injected(self) -> list:
+        return self.writer.take_injected()
+
     @property
     def batch(self) -> int:
         return self.writer.batch
