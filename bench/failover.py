@@ -8,7 +8,7 @@ entry of 10.0.0.254 is replaced by a MAC nobody has, so every packet BIRD sends 
 dropped by the receiving NIC while nothing goes down (TCP notices only at the hold timer).
 
 Measured from that moment until the kernel in `node` forwards every sampled prefix through
-10.0.1.1 only (`ip route get` on 16 prefixes spread over the table, polled every 20 ms): the
+10.0.1.1 only (`ip route get` on 16 prefixes spread over the table, every 20 ms): the
 repair time, and the kernel writes on the way (route and nexthop notifications of `ip monitor
 route nexthop` until the repair was seen). Receivers, each in fresh namespaces with a fresh ToR:
 
@@ -16,8 +16,16 @@ route nexthop` until the repair was seen). Receivers, each in fresh namespaces w
   (b) bird:      reference: a BIRD in `node` with the same BFD, ``merge paths`` into the kernel;
   (c) agent_nobfd: the agent without BFD, hold time 9 s (the session ends at the hold timer).
 
-Last line: one JSON object with ``repair_s`` and ``writes_to_repair`` of (a), ``ref_repair_s``
-(b), ``ratio`` (b / a), ``nobfd_repair_s`` (c), and per receiver the details.
+For (a) the benchmark then waits for the agent's RIB clean-up (`cleanup_s`, from its log) and
+counts every kernel notification until then (`writes_total`). Two variants put the failure in
+the agent's way: ``--fail-during-scan`` silences the peer as soon as a full kernel scan started
+(its dump must give way), ``--fail-while-learning M`` once M more prefixes are being written
+(a FIB batch in flight; its group replaces must overtake it).
+
+The receivers are polled with one ``ip -batch`` of ``route get`` per round (16 addresses), so
+the measuring costs one process per 20 ms. Last line: one JSON object with ``repair_s`` and
+``writes_to_repair`` of (a), ``ref_repair_s`` (b), ``ratio`` (b / a), ``nobfd_repair_s`` (c),
+and per receiver the details.
 """
 
 from __future__ import annotations
@@ -45,10 +53,14 @@ BFD_BIRD = 'protocol bfd {{ interface "{dev}" {{ min rx interval 100 ms; min tx 
 TCP_MEM = "4096 1048576 67108864"
 
 
-def tor_config(n: int, bfd: bool) -> str:
+def tor_config(n: int, bfd: bool, extra: int = 0) -> str:
+    """The ToR: `n` prefixes announced on both sessions, and `extra` more in a static protocol
+    `extra` that starts disabled (``birdc enable extra``: a table to learn while the failure comes)."""
+    more = static_s4(f"{prefix_text(n + i)} blackhole" for i in range(extra)).replace(
+        "protocol static s4 {\n", "protocol static extra {\n  disabled;\n") if extra else ""
     return ("router id 10.0.0.1;\nlog stderr all;\nprotocol device { scan time 10; }\n"
             + (BFD_BIRD.format(dev="tor*") if bfd else "")
-            + static_s4(f"{prefix_text(i)} blackhole" for i in range(n))
+            + static_s4(f"{prefix_text(i)} blackhole" for i in range(n)) + more
             + "".join(bgp_protocol(name, local=local, local_as=65001, neighbor=nbr, neighbor_as=65000,
                                    export={4: ""}, import_all=False, hold_time=9, graceful_restart=False,
                                    extra="    bfd on;" if bfd else "")
@@ -127,7 +139,7 @@ def _scan_lines(log: str) -> int:
         return f.read().count("full kernel scan: connected-route-deleted")
 
 
-def run(kind: str, n: int, workdir: str, timeout: float, during_scan: bool = False) -> dict:
+def run(kind: str, n: int, workdir: str, timeout: float, during_scan: bool = False, learning: int = 0) -> dict:
     with contextlib.ExitStack() as stack:
         tor = stack.enter_context(namespace("ra-fo-tor-"))
         node = stack.enter_context(namespace("ra-fo-node-"))
@@ -136,7 +148,7 @@ def run(kind: str, n: int, workdir: str, timeout: float, during_scan: bool = Fal
         sysctl(node, "net.ipv4.nexthop_compat_mode=0")
         for i in (0, 1):
             veth_between(node, f"up{i}", f"10.0.{i}.254/24", tor, f"tor{i}", f"10.0.{i}.1/24")
-        bird = PatientBird(tor, os.path.join(workdir, "tor"), tor_config(n, bfd=kind != "agent_nobfd"))
+        bird = PatientBird(tor, os.path.join(workdir, "tor"), tor_config(n, bfd=kind != "agent_nobfd", extra=learning))
         stack.callback(bird.close)
         wait_for(lambda: table_routes(bird) >= n, timeout, 0.5, what="ToR loaded")
         if kind == "bird":
@@ -175,6 +187,10 @@ def run(kind: str, n: int, workdir: str, timeout: float, during_scan: bool = Fal
             ip(node, "route", "add", "192.0.2.99/32", "dev", "lo")
             ip(node, "route", "del", "192.0.2.99/32", "dev", "lo")
             wait_for(lambda: _scan_lines(log) > scans, timeout, 0.01, what="the agent's scan starting")
+        if learning:  # the failure comes while the receiver writes `learning` new routes
+            bird.command("enable extra")
+            base = len(mon.lines)
+            wait_for(lambda: len(mon.lines) - base >= 1000, timeout, 0.005, what="the new routes being written")
         start_lines = len(mon.lines)
         t0 = time.monotonic()
         ip(tor, "-4", "neigh", "replace", "10.0.0.254", "lladdr", BOGUS_MAC, "dev", "tor0", "nud", "permanent")
@@ -185,6 +201,8 @@ def run(kind: str, n: int, workdir: str, timeout: float, during_scan: bool = Fal
                 break
             time.sleep(0.02)
         writes = len(mon.lines) - start_lines
+        if learning:  # the new routes' notifications are not repair writes: count nexthop objects only
+            writes = sum(1 for line in mon.lines[start_lines:] if _kind(line).endswith("nexthop"))
         print(f"{kind}: {n} routes, repair {repaired if repaired is None else round(repaired, 3)} s, "
               f"{writes} kernel route/nexthop notifications until then", flush=True)
         out = {"repair_s": None if repaired is None else round(repaired, 3), "writes_to_repair": writes}
@@ -214,6 +232,10 @@ def main() -> int:
     ap.add_argument("--fail-during-scan", action="store_true",
                     help="make the agent start a full kernel scan (a dev route on lo added and deleted) and "
                          "silence the peer as soon as the scan has started: its dump gives way to the BFD Down")
+    ap.add_argument("--fail-while-learning", type=int, default=0, metavar="M",
+                    help="once the table is in place, the ToR announces M more prefixes, and the peer is "
+                         "silenced as soon as 1,000 of them are in the kernel: the failure meets a FIB batch "
+                         "in flight (writes_to_repair then counts nexthop notifications only)")
     args = ap.parse_args()
     global FULL_SCAN_SECONDS
     FULL_SCAN_SECONDS = args.full_scan_seconds
@@ -222,7 +244,8 @@ def main() -> int:
     results = {}
     for kind in args.only.split(","):
         with work_directory(f"ra-failover-{kind}-", args.keep) as workdir:
-            results[kind] = run(kind, args.routes, workdir, args.timeout, args.fail_during_scan)
+            results[kind] = run(kind, args.routes, workdir, args.timeout, args.fail_during_scan,
+                                args.fail_while_learning)
     a, b = results.get("agent", {}), results.get("bird", {})
     out = {"routes": args.routes, "repair_s": a.get("repair_s"), "writes_to_repair": a.get("writes_to_repair"),
            "ref_repair_s": b.get("repair_s"),
