@@ -248,3 +248,28 @@ def test_an_injected_group_replace_overtakes_the_batch_in_flight(ns, fib):
         assert len(ns.ours()) == len(prefixes)
     finally:
         mon.close()
+
+
+def test_an_injected_write_of_an_object_the_batch_still_writes_goes_after_it(ns, fib):
+    """The batch in flight replaces group G itself, in its last part; an urgent replace of G
+    injected earlier must not be undone by it: it is sent after the batch's own write of G."""
+    from agent.fib.types import NhOp
+
+    a, b, group = 7101, 7102, 7103
+    assert fib.apply([NhOp(OpKind.ADD, a, 4, NextHop("192.0.2.2", "v0")),
+                      NhOp(OpKind.ADD, b, 4, NextHop("198.51.100.2", "v1")),
+                      NhOp(OpKind.ADD, group, 0, None, ((a, 1), (b, 1)))]) == []
+    prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(60_000)]
+    ops = [Op(OpKind.ADD, p, GW0) for p in prefixes] + [NhOp(OpKind.REPLACE, group, 0, None, ((a, 1), (b, 1)))]
+    writes: dict = {}
+    batch = threading.Thread(target=lambda: writes.update(errors=fib.apply(ops)), daemon=True)
+    batch.start()
+    shrink = NhOp(OpKind.REPLACE, group, 0, None, ((b, 1),))
+    deadline = time.monotonic() + 30
+    while not fib.inject([shrink]):
+        assert batch.is_alive() and time.monotonic() < deadline, "the batch ended before the injection"
+        time.sleep(0.001)
+    batch.join(60)
+    assert writes["errors"] == [] and fib.take_injected() == [([shrink], [])]
+    (obj,) = json.loads(ns.ip("-j", "nexthop", "show", "id", str(group)))
+    assert [m["id"] for m in obj["group"]] == [b]

@@ -1,6 +1,8 @@
 """The core queue is bounded; at the bound kernel deltas become one full resync, idempotent work
 is not queued twice, and configuration and session events are never dropped."""
 
+from types import SimpleNamespace
+
 from agent.api.metrics import Metrics
 from agent.daemon.events import MAX_EVENTS, Event, EventQueue
 
@@ -97,3 +99,40 @@ async def test_urgent_event_overtakes_the_queue_and_wakes_a_waiting_get():
     await asyncio.sleep(0)
     q.put_urgent(Event("bfd", "up"))
     assert await asyncio.wait_for(waiter, 1) == Event("bfd", "up")
+
+
+def test_the_rest_of_a_burst_goes_behind_urgent_events_and_ahead_of_the_rest():
+    from agent.daemon.events import Event, EventQueue
+
+    q = EventQueue(maxsize=10)
+    q.put(Event("kernel", "later"))
+    q.put_next(Event("bgp", "rest of the burst"))
+    q.put_urgent(Event("bfd", "down"))
+    taken = [q.get_nowait() for _ in range(5)]
+    assert [e.data for e in taken if e.kind != "urgent"] == ["down", "rest of the burst", "later"]
+
+
+async def test_a_burst_of_updates_gives_way_to_a_waiting_bfd_change(tmp_path):
+    """`Routing.handle_bgp` stops between two events of a burst when something urgent waits
+    (a BFD change read by its thread) and queues the rest behind it, ahead of what came later."""
+    from agent.core.bgp import PeerState, PeerStatus
+    from agent.daemon.agent import Agent
+    from agent.daemon.events import Event
+
+    path = tmp_path / "c.yaml"
+    path.write_text("""apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {name: tor}
+spec: {peerAddress: 10.0.0.1, peerAS: 65001, localAS: 65000, routerId: 10.0.0.254}
+""")
+    r = Agent(str(path), state_dir=str(tmp_path / "s"), node_name="n").routing
+    seen = []
+    r.bgp.handle = lambda ev, now, run=None: seen.append(ev) or SimpleNamespace(
+        updates=[], withdrawn=[], logs=[], timers=[], synced=[])
+    burst = tuple(PeerState("10.0.0.1", s) for s in (PeerStatus.UP, PeerStatus.DOWN, PeerStatus.UP))
+    r.queue.put(Event("kernel", "later"))
+    r.urgent_waiting = lambda: len(seen) == 1  # a change came while the first event was handled
+    r.handle_bgp(burst)
+    assert seen == [burst[0]]
+    rest = [e for e in (r.queue.get_nowait() for _ in range(3)) if e.kind != "urgent"]
+    assert rest[0] == Event("bgp", burst[1:]) and rest[1] == Event("kernel", "later")

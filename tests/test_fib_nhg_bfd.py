@@ -53,3 +53,29 @@ def test_a_clean_up_in_slices_writes_nothing_and_stays_exact():
     k.fib.want({p: route(C) for p in ps})
     k.settle()
     assert all(k.nhg.expansion[k.nhg.via[p][0]] == route(C).nexthops for p in ps)
+
+
+def test_a_group_confirmed_after_the_failure_is_shrunk_too_and_its_routes_still_cost_nothing():
+    """The gateway died while the batch creating the group was in flight: `without_gateway`
+    found nothing confirmed to shrink; once the batch is done the group is shrunk (the gateway
+    is dead until the clean-up ends), and the clean-up planned with that shrink writes no route."""
+    k = Kernel()
+    ps = prefixes(50)
+    k.fib.want({p: route(A, B) for p in ps})
+    ops = k.fib.plan()
+    kops = k.nhg.expand(ops)  # the batch in flight: singles, the group {A, B}, the routes
+    assert k.nhg.without_gateway("10.0.0.1") == 0  # nothing confirmed yet
+    k.fib.done(ops, k.nhg.done(kops, []))  # the batch completes
+    (shrink,) = k.nhg.urgent
+    ab = k.nhg.via[ps[0]][0]
+    assert shrink.id == ab and shrink.kind is OpKind.REPLACE
+    k.fib.want({p: route(B) for p in ps})  # the RIB's clean-up, planned before the shrink is done
+    ops = k.fib.plan()
+    kops = k.nhg.expand(ops)
+    assert kops == [shrink] and len(k.nhg.take_settled()) == 50  # the shrink alone: no route write
+    k.fib.done(ops, k.nhg.done(kops, []))
+    assert k.fib.converged and k.nhg.expansion[ab] == (B,) and not k.nhg.urgent
+    k.nhg.revive("10.0.0.1")
+    k.fib.want({ps[0]: route(A, B)})  # A is back: a group with it is made again, not shrunk
+    k.settle()
+    assert k.nhg.expansion[k.nhg.via[ps[0]][0]] == route(A, B).nexthops and not k.nhg.urgent

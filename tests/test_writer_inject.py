@@ -1,5 +1,6 @@
 """`FibWriter`: urgent nexthop group writes (a BFD failure) are handed to the batch in flight
-instead of waiting for it, unless that batch writes the same objects."""
+instead of waiting for it (`NetlinkWriter.inject` orders them after that batch's own writes of
+the same objects: netns-tests/test_fib_reliability.py)."""
 
 from types import SimpleNamespace
 
@@ -18,10 +19,10 @@ class Netlink:
         return self.accept
 
 
-def writer(netlink, urgent, inflight):
+def writer(netlink, urgent):
     routing = SimpleNamespace(nhg=SimpleNamespace(urgent=list(urgent)), netlink=netlink)
     w = FibWriter(routing, queue=None, metrics=None)
-    w._flushing, w._inflight_objects = True, set(inflight)
+    w._flushing = True
     return w, routing
 
 
@@ -30,20 +31,28 @@ SHRINK = NhOp(OpKind.REPLACE, 7, 0, None, ((2, 1),))
 
 def test_urgent_group_writes_go_to_the_batch_in_flight():
     nl = Netlink()
-    w, r = writer(nl, [SHRINK], inflight={5, 6})
+    w, r = writer(nl, [SHRINK])
     w.flush()
     assert nl.injected == [SHRINK] and r.nhg.urgent == []
 
 
-def test_they_wait_when_the_batch_writes_the_same_group():
-    nl = Netlink()
-    w, r = writer(nl, [SHRINK], inflight={7})
-    w.flush()
-    assert nl.injected == [] and r.nhg.urgent == [SHRINK]
+async def test_when_the_batch_is_written_but_not_taken_they_go_on_their_own_and_count_after_it():
+    from agent.daemon.events import EventQueue
 
-
-def test_they_stay_urgent_when_the_batch_is_being_finished():
     nl = Netlink(accept=False)
-    w, r = writer(nl, [SHRINK], inflight=set())
+    nl.applied = []
+    nl.apply = lambda kops: nl.applied.append(list(kops)) or []
+    done = []
+    routing = SimpleNamespace(nhg=SimpleNamespace(urgent=[SHRINK], done=lambda kops, errs: done.append((kops, errs))),
+                              netlink=nl)
+    w = FibWriter(routing, queue=EventQueue(), metrics=None)
+    w._flushing = True  # the batch's outcome waits in the queue
     w.flush()
-    assert r.nhg.urgent == [SHRINK]
+    ev = await w.queue.get()
+    assert ev.kind == "urgent-flushed" and nl.applied == [[SHRINK]] and routing.nhg.urgent == []
+    w.urgent_flushed(ev.data)
+    assert done == []  # recorded only after the batch written before it
+    w._flushing = False
+    w.urgent_flushed(w._urgent_done.pop())
+    assert done == [([SHRINK], [])]
+    w.close()

@@ -103,10 +103,12 @@ class Agent:
         core.on("scan", r.full_scan)
         core.on("bgp", r.handle_bgp)
         core.on("bgp-stale", r.handle_bgp_stale)
+        core.urgent_waiting = r.urgent_waiting
         core.on("bfd", r.handle_bfd)
         core.on("bfd-cleanup", r.handle_bfd_cleanup)
         core.on("gate-timeout", r.gate_timeout)
         core.on("flushed", self.writer.flushed)
+        core.on("urgent-flushed", self.writer.urgent_flushed)
         # "retry": nothing to do but flush (see Core.run)
         if self.kube is not None:
             self.kube.routing = r

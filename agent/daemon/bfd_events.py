@@ -75,6 +75,9 @@ class BfdEvents:
         cleaning = {origin for origin, _prefixes, _at in self.bfd.cleanup.values()}
         for origin in [o for o in self.rib.failed if o not in cleaning]:
             self.rib.set_failed(origin, False)
+        if self.nhg is not None:
+            for gateway in [g for g in self.nhg.dead if g not in self.bfd.cleanup]:
+                self.nhg.revive(gateway)
         if not cleaning and self.bfd.scan_waiting:
             self.queue.put(Event("scan", self.bfd.scan_waiting))
             self.bfd.scan_waiting = None

@@ -39,6 +39,9 @@ class Core:
         self.metrics = metrics
         self._handlers: dict[str, list[Callable[[Any], None]]] = defaultdict(list)
         self._end_of_pass: list[tuple[str, Callable[[bool], None], bool]] = []
+        # something urgent is on its way to the queue (a BFD change read by its thread): end the
+        # pass and yield, so the loop can hand it over
+        self.urgent_waiting: Callable[[], bool] = lambda: False
 
     def on(self, kind: str, handler: Callable[[Any], None]) -> None:
         """Call `handler(event.data)` for every event of `kind`, in registration order."""
@@ -56,7 +59,7 @@ class Core:
             retry = ev.kind == "retry"
             self.handle(ev)
             deadline = time.monotonic() + PASS_BUDGET
-            while not self.queue.empty() and time.monotonic() < deadline:
+            while not self.queue.empty() and time.monotonic() < deadline and not self.urgent_waiting():
                 ev = self.queue.get_nowait()
                 retry = retry or ev.kind == "retry"
                 self.handle(ev)

@@ -61,6 +61,7 @@ class EventQueue:
         self._resync_queued = False
         self._overflowing = False
         self._urgent: deque[Event] = deque()
+        self._next: deque[Event] = deque()
 
     def put_urgent(self, ev: Event) -> None:
         """`ev` ahead of everything queued (a BFD failure must not wait behind a burst of
@@ -109,18 +110,31 @@ class EventQueue:
             self._overflowing = False
         return ev
 
-    async def get(self) -> Event:
+    def put_next(self, ev: Event) -> None:
+        """`ev` behind the urgent events but ahead of the FIFO: the rest of a burst that gave way
+        to an urgent event (`Routing.handle_bgp`), so it keeps its place before what came after
+        it. Placeholder as for `put_urgent`."""
+        self._next.append(ev)
+        self._add(Event("urgent"))
+
+    def _front(self) -> Event | None:
         if self._urgent:  # (its placeholder stays queued: a no-op when taken)
             return self._urgent.popleft()
+        if self._next:
+            return self._next.popleft()
+        return None
+
+    async def get(self) -> Event:
+        ev = self._front()
+        if ev is not None:
+            return ev
         ev = self._taken(await self._q.get())
-        if ev.kind == "urgent" and self._urgent:  # woken by put_urgent
-            return self._urgent.popleft()
+        if ev.kind == "urgent":  # woken by put_urgent / put_next
+            return self._front() or ev
         return ev
 
     def get_nowait(self) -> Event:
-        if self._urgent:
-            return self._urgent.popleft()
-        return self._taken(self._q.get_nowait())
+        return self._front() or self._taken(self._q.get_nowait())
 
     def empty(self) -> bool:
         return self._q.empty()

@@ -125,7 +125,7 @@ class Routing(BfdEvents):
             self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump(interrupt).foreign)))
         return self.netlink.dump(interrupt)
 
-    def _urgent_waiting(self) -> bool:
+    def urgent_waiting(self) -> bool:
         """Something must not wait for a full scan: a BFD state change (read by its thread, on
         its way to the loop). The dump gives way and the scan runs again after it."""
         return self.bfd is not None and self.bfd.client.change_waiting()
@@ -292,7 +292,7 @@ class Routing(BfdEvents):
         t0 = time.monotonic()
         self._sync_links()
         try:
-            dump = self._dump(self._urgent_waiting)
+            dump = self._dump(self.urgent_waiting)
         except ScanInterrupted:
             log.info("full kernel scan (%s) gave way to a BFD state change after %.3f s; it runs again "
                      "after it", reason, time.monotonic() - t0)
@@ -319,7 +319,11 @@ class Routing(BfdEvents):
             events = (events,)
         run = None  # the output of consecutive UPDATEs, one object (applied as one change)
         now = time.monotonic()
-        for ev in events:
+        waiting = self.urgent_waiting
+        for i, ev in enumerate(events):
+            if i and waiting():  # a BFD change waits: the rest of the burst goes after it
+                self.queue.put_next(Event("bgp", events[i:]))
+                break
             if ev.__class__ is RouteUpdate:
                 run = self.bgp.handle(ev, now, run)
                 continue

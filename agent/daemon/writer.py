@@ -47,7 +47,7 @@ class FibWriter:
         self._flushing = False
         self._flush_after_gate = False
         self._synced_once = False
-        self._inflight_objects: set[int] = set()  # nexthop objects the batch in flight writes
+        self._urgent_done: list = []  # outcomes of urgent writes waiting for the batch's (`urgent_flushed`)
 
     def flush(self, retry_failed: bool = False) -> None:
         """Hand the planned ops to the writer thread; at most one batch is in flight. The core
@@ -72,7 +72,6 @@ class FibWriter:
         log.debug("writing %d route ops in %d kernel ops (gate %s)", len(ops), len(kops),
                   "open" if r.gate.open else "closed")
         self._flushing = True
-        self._inflight_objects = {k.id for k in kops if k.__class__ is NhOp}
         self._flush_after_gate = r.gate.open
         t0 = time.perf_counter()
         future = asyncio.get_running_loop().run_in_executor(self._executor, r.netlink.apply, kops)
@@ -81,20 +80,39 @@ class FibWriter:
     def _inject_urgent(self) -> None:
         """A batch is in flight and urgent group replaces wait (a BFD failure,
         `NhLayer.without_gateway`): hand them to the writer thread, which sends them at its
-        next batch boundary instead of after the whole batch. Not when the batch writes one of
-        those objects itself (their order would then be the kernel's guess): they wait for it."""
+        next batch boundary instead of after the whole batch (after any write of the same object
+        still in that batch, `NetlinkWriter.inject`; their outcome is recorded after the batch's)."""
         nhg = self.routing.nhg
         inject = getattr(self.routing.netlink, "inject", None)
         if nhg is None or not nhg.urgent or inject is None:
             return
         urgent = nhg.urgent
-        if any(k.id in self._inflight_objects for k in urgent):
-            return
         nhg.urgent = []
         if inject(urgent):
             log.info("%d urgent nexthop group writes overtake the batch in flight", len(urgent))
-        else:
-            nhg.urgent = urgent + nhg.urgent  # the batch is being finished: they go with the next
+            return
+        # the batch is written but its outcome still waits in the queue (behind a burst of
+        # UPDATEs, maybe): the thread is free, they go now, on their own
+        log.info("%d urgent nexthop group writes go ahead of the next batch", len(urgent))
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self.routing.netlink.apply, urgent)
+        future.add_done_callback(lambda f: self.queue.put_urgent(Event("urgent-flushed", (urgent, f))))
+
+    def urgent_flushed(self, data) -> None:
+        """The outcome of urgent writes sent on their own: recorded after the outcome of the batch
+        written before them, if that one is still waiting (the same groups may be in both)."""
+        if self._flushing:
+            self._urgent_done.append(data)
+            return
+        urgent, future = data
+        try:
+            errors = future.result()
+        except Exception as exc:
+            log.error("netlink write of urgent nexthop groups failed: %s; full resync", exc)
+            errors = [OpError(op, errno.EIO, str(exc)) for op in urgent]
+            self.queue.put(Event("scan", "write-failed"))
+        for e in errors:
+            log.warning("netlink %s %s failed: %s", e.op.kind.value, _describe(e.op), e.message)
+        self.routing.nhg.done(urgent, errors)
 
     def flushed(self, data) -> None:
         ops, kops, future, t0 = data
@@ -109,11 +127,11 @@ class FibWriter:
             log.warning("netlink %s %s failed: %s", e.op.kind.value, _describe(e.op), e.message)
         kernel_errors = errors
         if self.routing.nhg is not None:
+            errors = self.routing.nhg.done(kops, errors)
             take_injected = getattr(self.routing.netlink, "take_injected", None)
             for injected, failed in take_injected() if take_injected is not None else ():
                 self.routing.nhg.done(injected, failed)  # (group replaces: no route op rides on them)
                 kernel_errors = kernel_errors + failed
-            errors = self.routing.nhg.done(kops, errors)
         self.routing.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
         for kind, n in Counter(op.kind for op in kops).items():
@@ -129,6 +147,9 @@ class FibWriter:
             self._retry_delay = RETRY_MIN
         if self._flush_after_gate:
             self._synced_once = True
+        waiting, self._urgent_done = self._urgent_done, []
+        for data in waiting:
+            self.urgent_flushed(data)
 
     def _schedule_retry(self) -> None:
         if self._retry_handle is not None:

@@ -116,6 +116,7 @@ class NhLayer:
         self.gate_open = False
         self.group_writes = 0  # in-place group replaces confirmed (metrics, tests)
         self.urgent: list[NhOp] = []  # group shrinks ahead of the RIB (`without_gateway`)
+        self.dead: set[str] = set()  # gateways whose routes the RIB is still withdrawing
         # route ops of `expand` that need no kernel write (their group already is what they
         # want): the caller records them as done at once (`take_settled`)
         self.settled: list[Op] = []
@@ -141,18 +142,20 @@ class NhLayer:
         self.delete_failed.clear()
         self._reexpand()
 
+    def _key_of_members(self, members: tuple[tuple[int, int], ...]) -> tuple | None:
+        """The key of a group of these members (None: not a group of our own singles)."""
+        hops, fams = [], set()
+        for member, weight in members:
+            single = self.objects.get(member)  # only groups of our own singles are reused
+            if single is None or single.hop is None or single.members:
+                return None
+            hops.append(NextHop(single.hop.gateway, single.hop.dev, weight))
+            fams.add(single.family)
+        return ("g", fams.pop(), nexthops(*hops)) if len(fams) == 1 else None
+
     def _index(self, nhid: int, obj: NhObject) -> None:
         if obj.members:
-            hops, fams = [], set()
-            for member, weight in obj.members:
-                single = self.objects.get(member)  # only groups of our own singles are reused
-                if single is None or single.hop is None or single.members:
-                    break
-                hops.append(NextHop(single.hop.gateway, single.hop.dev, weight))
-                fams.add(single.family)
-            else:
-                hops = nexthops(*hops)
-            key = ("g", fams.pop(), hops) if len(fams) == 1 and isinstance(hops, tuple) else None
+            key = self._key_of_members(obj.members)
         else:
             key = single_key(obj.family, obj.hop) if obj.hop is not None and obj.hop.weight == 1 else None
         self.key_of[nhid] = key
@@ -195,11 +198,25 @@ class NhLayer:
         exactly its remaining members (all of them at once or a slice at a time), that needs no
         kernel write at all: `expand` settles those route ops (`take_settled`). Returns the
         number of groups planned."""
-        for gid, obj in self.objects.items():
-            if not obj.members:
+        self.dead.add(gateway)
+        return self._shrink_dead()
+
+    def revive(self, gateway: str) -> None:
+        """The RIB's clean-up after `gateway` died is over: nothing wants it any more."""
+        self.dead.discard(gateway)
+
+    def _shrink_dead(self) -> int:
+        """Plan the shrink of every confirmed group with members through a dead gateway and
+        members that are not (not yet planned). Also run after every batch while a clean-up is
+        under way: a group created or changed by a batch that was in flight when the gateway
+        died is confirmed only then."""
+        dead, objects = self.dead, self.objects
+        planned = {k.id for k in self.urgent}
+        for gid, obj in objects.items():
+            if not obj.members or gid in planned:
                 continue
             keep = tuple((m, w) for m, w in obj.members
-                         if (h := self.objects.get(m)) is None or h.hop is None or h.hop.gateway != gateway)
+                         if (h := objects.get(m)) is None or h.hop is None or h.hop.gateway not in dead)
             if keep and len(keep) < len(obj.members):
                 self.urgent.append(NhOp(REPLACE, gid, 0, None, keep))
         return len(self.urgent)
@@ -219,13 +236,15 @@ class NhLayer:
                 v = self.via.get(op.prefix)
                 if v is not None and v[1] == op.route.metric and self.key_of.get(v[0]):
                     moving[v[0]].append(op)
+        shrinking = {k.id: self._key_of_members(k.members) for k in self.urgent} if self.urgent else {}
         for gid, gops in moving.items():
             key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
-            if key is not None and key == old:
+            if key is not None and (key == old or key == shrinking.get(gid)):
                 # the group already is what these routes want (shrunk in place ahead of the
-                # RIB, `without_gateway`): the RIB caught up, nothing to write, however many
-                # of the group's users this plan holds
+                # RIB, `without_gateway`, or about to be: the shrink goes first in this batch):
+                # the RIB caught up, nothing to write, however many of the group's users this
+                # plan holds
                 self.settled += gops
                 carried.update(id(o) for o in gops)
                 continue
@@ -347,6 +366,8 @@ class NhLayer:
                     self._drop_via(k.prefix)  # deleted, or now a plain route
         if changed:
             self._reexpand()
+            if self.dead:
+                self._shrink_dead()
         return out
 
     def _nh_done(self, k: NhOp, err: OpError | None) -> bool:

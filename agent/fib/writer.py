@@ -17,11 +17,13 @@ acknowledged, so callers see a plain synchronous call. A batch whose final ACK d
 within `REPLY_TIMEOUT` raises TimeoutError (the caller rescans: the batch's fate is unknown).
 
 **Urgent writes overtake a batch in flight.** `inject(ops)`, from another thread while `apply()`
-runs, queues ops (a BFD failure's nexthop group replaces) that `apply()` sends at its next batch
-boundary, ahead of its remaining batches: they wait for at most one batch of ~1024 messages, not
-for the whole call (hundreds of thousands of routes while a table is learned). Their outcome is
-collected with `take_injected()` once `apply()` returned. When no `apply()` is under way (or it
-has sent its last batch) `inject` says no and the caller writes them itself.
+runs, queues ops (a BFD failure's nexthop group replaces) that are sent before the next batch
+goes to the kernel (checked by the thread that sends the batches, which may be far behind the
+encoding): they wait for at most one batch of ~1024 messages, not for the whole call (hundreds
+of thousands of routes while a table is learned). An injected op whose object a later op of the
+call writes too waits for the end of the call (the later write must not undo it). Their outcome
+is collected with `take_injected()` once `apply()` returned. When no `apply()` is under way
+`inject` says no and the caller writes them itself.
 
 Interface names are resolved with the `LinkSnapshot` current when `apply()` starts, one
 immutable map for the whole call; the LinkIndex itself is changed only by its owner thread.
@@ -43,10 +45,11 @@ from .codec import NLMSG_ERROR, iter_messages
 from .encoder import Encoder, UnknownDevice
 from .links import LinkIndex, LinkSnapshot
 from .nlsock import DEFAULT_BUFFER, REPLY_TIMEOUT, NlSocket
-from .types import FibSettings, Op, OpError, OpKind
+from .types import FibSettings, NhOp, Op, OpError, OpKind
 
 BATCH = 1024
 _BATCH_BYTES = 256 << 10
+INJECT_SEQS = 256  # sequence numbers each apply() keeps for ops injected while it runs
 _GONE = (errno.ESRCH, errno.ENOENT)
 
 
@@ -71,6 +74,8 @@ class NetlinkWriter:
         self._accepting = False  # an apply() is under way and has batches left to send
         self._injected: list = []  # urgent ops waiting for its next batch boundary
         self._injected_done: list[tuple[list, list]] = []  # (ops, [(index, OpError)]) sent
+        self._ops: Sequence = ()  # the ops of the apply() under way
+        self._inject_first, self._inject_seqs = 0, 0  # its sequence numbers kept for injected ops
 
     def inject(self, ops: Sequence) -> bool:
         """Send `ops` at the running `apply()`'s next batch boundary (any thread); False when
@@ -86,25 +91,44 @@ class NetlinkWriter:
         done, self._injected_done = self._injected_done, []
         return [(ops, [e for _i, e in sorted(failures, key=lambda f: f[0])]) for ops, failures in done]
 
-    def _send_injected(self, send) -> None:
+    def _send_injected(self, pos: int) -> None:
+        """Send the injected ops now, ahead of the batch starting at `pos` in the call's ops
+        (the sender's thread, before each batch; or the end of the call, `pos` past the end),
+        except those whose object a later op of the call writes too: they wait for the end."""
         with self._inject_lock:
             todo, self._injected = self._injected, []
         if not todo:
             return
+        rest = self._ops[pos:] if pos < len(self._ops) else ()
+        ids = {k.id for k in todo}
+        clash = {k.id for k in rest if k.__class__ is NhOp and k.id in ids} if rest else set()
+        if pos < len(self._ops) and self._inject_seqs < len(todo):
+            clash = ids  # no sequence numbers left in the call's reserve: at the end
+        if clash:
+            with self._inject_lock:
+                self._injected[:0] = [k for k in todo if k.id in clash]
+            todo = [k for k in todo if k.id not in clash]
+            if not todo:
+                return
+        if pos < len(self._ops):  # from the reserve: the calling thread takes from the counter
+            first = self._inject_first
+            self._inject_first += len(todo)
+            self._inject_seqs -= len(todo)
+        else:
+            first = self.sock.seq.take(len(todo))
         failures: list[tuple[int, OpError]] = []
-        first = self.sock.seq.take(len(todo))
         ops, index, msgs = [], [], []
         for i, op in enumerate(todo):
-            try:
+            try:  # (a nexthop object's message is made from the op alone)
                 msgs.append(self.encoder.encode(op, first + len(ops)))
-            except (UnknownDevice, ValueError, TypeError):
+            except (LookupError, ValueError, TypeError):
                 failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
                 continue
             ops.append(op)
             index.append(i)
         self._injected_done.append((todo, failures))
         if ops:
-            send(first, ops, index, msgs, failures)
+            self._send_batch(first, ops, index, msgs, failures, injected=True)
 
     def _sender(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._pool is None:
@@ -126,17 +150,26 @@ class NetlinkWriter:
     def apply(self, ops: Sequence[Op]) -> list[OpError]:
         """Send every op, batched; return the failures only, in the order of `ops`."""
         with self.sock.owned():
+            self._ops = ops
+            self._inject_first, self._inject_seqs = self.sock.seq.take(INJECT_SEQS), INJECT_SEQS
             with self._inject_lock:
                 self._accepting = True
+            ok = False
             try:
-                return self._apply(ops)
+                out = self._apply(ops)
+                ok = True
+                return out
             finally:
                 with self._inject_lock:
                     self._accepting = False
+                if ok:
+                    self._send_injected(len(ops))  # what came after the last batch went
+                with self._inject_lock:
                     unsent, self._injected = self._injected, []
                 if unsent:  # the call failed before it could send them
                     self._injected_done.append(
                         (unsent, [(i, OpError(op, errno.EIO, "not sent: the batch failed")) for i, op in enumerate(unsent)]))
+                self._ops = ()
 
     def _apply(self, ops: Sequence[Op]) -> list[OpError]:
         self._sync_links()
@@ -173,14 +206,9 @@ class NetlinkWriter:
                 if len(batch_ops) >= self.batch or size >= _BATCH_BYTES:
                     send(first, batch_ops, batch_index, batch_msgs, failures)
                     batch_ops, batch_index, batch_msgs, size = [], [], [], 0
-                    if self._injected:  # urgent ops from another thread go next
-                        self._send_injected(send)
                     first = seq.take(self.batch)
             if batch_ops:
                 send(first, batch_ops, batch_index, batch_msgs, failures)
-            with self._inject_lock:
-                self._accepting = False
-            self._send_injected(send)  # what came while the last batch was encoded
         finally:
             for future in sent:
                 future.exception()  # every batch has finished before the socket is released
@@ -191,7 +219,9 @@ class NetlinkWriter:
         return [failure for _i, failure in failures]
 
     def _send_batch(self, first: int, ops: list[Op], index: list[int], msgs: list[bytes],
-                    failures: list[tuple[int, OpError]]) -> None:
+                    failures: list[tuple[int, OpError]], injected: bool = False) -> None:
+        if self._injected and not injected:  # urgent ops from another thread go first
+            self._send_injected(index[0])
         last = first + len(ops) - 1
         msgs[-1] = self.encoder.encode(ops[-1], last, ack=True)
         sock = self.sock
