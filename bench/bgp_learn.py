@@ -62,7 +62,10 @@ table also the agent's bytes per route, as RSS / routes and as the growth from t
 before the session came up (sampled every 0.2 s). CPU seconds per process during each run show
 where the time goes, and the seconds each receiver process spent runnable but waiting for a core
 (/proc/PID/schedstat) with the machine's load average before and after each run show how much
-other work on the same cores skewed it. --profile DIR adds one cProfile'd agent run per table (not
+other work on the same cores skewed it. For the agent, the CPU it used while learning (from its
+last sample before Established to the end point; user, system, and its main thread, which runs
+the core task: the rest is the FIB writer's threads and the kernel's work in them) says whether
+it was busy all along or waiting (on ExaBGP, on a core). --profile DIR adds one cProfile'd agent run per table (not
 timed) and prints the top functions.
 
 Output: one line per run, min / median per receiver and table, then as the last line one JSON
@@ -300,6 +303,7 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
             if end["count"] < n:
                 raise TimeoutError(f"{kind}: only {end['count']} of {n} routes in the kernel after {timeout}s")
         res["count"] = end["count"]
+        cpu_end = sampler.sample() if sampler is not None else None
         # ---- resources at the end point (before anything is stopped)
         res["tor_bird_cpu_s"] = round(proc_cpu(lab.bird.proc.pid) - cpu0, 2)
         if kind == "agent":
@@ -325,6 +329,10 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
             base = sampler.at(ups[0])
             if base is not None:
                 res["agent_rss_base_mib"] = round(base, 1)
+            cpu = sampler.cpu_since(ups[0], cpu_end)
+            if cpu is not None:  # the agent's CPU while it learned (from the sample before Established)
+                res["agent_learn_cpu"] = {k: round(v, 2) for k, v in cpu.items() if k != "since"}
+                res["agent_learn_cpu"]["wall"] = round(end["t_end"] - cpu["since"], 2)
     return res
 
 
@@ -335,6 +343,10 @@ def describe(r: dict) -> str:
         if key in r:
             extra.append(f"{key[:-6]} {r[key]}s")
     note = notes(r)
+    c = r.get("agent_learn_cpu")
+    if c:
+        note += (f" [agent while learning: {c['user'] + c['sys']:.2f} CPU-s (user {c['user']:.2f}, sys {c['sys']:.2f};"
+                 f" main thread {c['main']:.2f}) in {c['wall']:.2f} s]")
     if r.get("watch_method", "notifications") != "notifications":
         note += f" [watcher: {r['watch_method']}]"
     if r.get("poke_error"):

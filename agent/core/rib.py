@@ -253,6 +253,9 @@ class Rib:
         if plain:
             hit = self._hops_cache.get(id(hops))
             if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
+                if len(self._single_cache) > 8192:
+                    self._single_cache.clear()
+                self._single_cache[id(c)] = (c, generation, hit[3])  # the next prefix of `c`: no call
                 return hit[3]
         route, recursive = self._single(c, prefix)
         if not recursive:  # a recursive result depends on the prefix: not shareable

@@ -11,6 +11,8 @@ operation, so it is built once and cached together with a `Struct` that packs he
 tail in a single call: encoding one op is one dict lookup and one `pack`. Device names become
 ifindexes through the `index_of` mapping given to the encoder (the LinkIndex's live dict); call
 `invalidate()` when links change. A name that is not in the mapping raises `UnknownDevice`.
+A route through a nexthop object (`NhRouteOp`) is cached the same way, per route, family,
+operation and nexthop id (its bytes are `nhcodec.encode_nh_route`'s, which the tests compare).
 
 * ADD: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_EXCL.  REPLACE: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_REPLACE.
 * DELETE: RTM_DELROUTE carrying only dst, table, protocol and metric (type unspec, scope
@@ -63,7 +65,7 @@ from .codec import (
     _HDR,
     _V6_FLAG,
 )
-from .nhcodec import encode_nh, encode_nh_route
+from .nhcodec import RTA_NH_ID, encode_nh
 from .types import FibSettings, NhOp, NhRouteOp, Op, OpKind
 
 
@@ -115,7 +117,7 @@ class Encoder:
             if op.__class__ is NhOp:
                 return encode_nh(op, self.settings.protocol, self._ifindex, seq, ack)
             if op.__class__ is NhRouteOp:
-                return encode_nh_route(op, self.settings, seq, ack)
+                return self._encode_nh_route(op, seq, ack)
         p = op.prefix
         family = 6 if p & _V6_FLAG else 4
         # routes are interned (shared by many prefixes): key by identity, which is much cheaper
@@ -127,6 +129,38 @@ class Encoder:
             if len(self._cache) > 65536:
                 self._cache.clear()
             self._cache[key] = entry
+        st, mtype, flags, scope, rtype, tail, _route = entry
+        length = p & 0xFF
+        alen = 4 if family == 4 else 16
+        addr = ((p & (_V6_FLAG - 1)) >> 8).to_bytes(alen, "big")
+        if length == 0:  # default route: no RTA_DST at all
+            return _HDR.pack(28 + len(tail), mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
+                             AF_INET if family == 4 else AF_INET6, 0, 0, 0, self._rtm_table,
+                             self.settings.protocol, scope, rtype, 0) + tail
+        return st.pack(st.size, mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
+                       AF_INET if family == 4 else AF_INET6, length, 0, 0, self._rtm_table,
+                       self.settings.protocol, scope, rtype, 0, alen + 4, RTA_DST, addr, tail)
+
+    def _encode_nh_route(self, nop: NhRouteOp, seq: int, ack: bool) -> bytes:
+        """`nhcodec.encode_nh_route`'s message, from a cached tail (RTA_TABLE, RTA_PRIORITY,
+        RTA_NH_ID) and `Struct` per (route, family, kind, nexthop id): one pack per op."""
+        op, nhid = nop
+        p, route = op.prefix, op.route
+        family = 6 if p & _V6_FLAG else 4
+        key = (id(route), family, op.kind, nhid)
+        entry = self._cache.get(key)
+        if entry is None or entry[6] is not route:
+            metric = self.settings.metric if route.metric is None else route.metric
+            tail = _u32(RTA_TABLE, self.settings.table) + _u32(RTA_PRIORITY, metric) + _u32(RTA_NH_ID, nhid)
+            flags = NLM_F_REQUEST | NLM_F_CREATE | (NLM_F_EXCL if op.kind is OpKind.ADD else NLM_F_REPLACE)
+            st = struct.Struct(f"=IHHIIBBBBBBBBIHH{_ADDR_LEN[family]}s{len(tail)}s")
+            entry = (st, RTM_NEWROUTE, flags, RT_SCOPE_UNIVERSE, int(route.type), tail, route)
+            if len(self._cache) > 65536:
+                self._cache.clear()
+            self._cache[key] = entry
+        return self._pack(entry, p, family, seq, ack)
+
+    def _pack(self, entry: tuple, p: int, family: int, seq: int, ack: bool) -> bytes:
         st, mtype, flags, scope, rtype, tail, _route = entry
         length = p & 0xFF
         alen = 4 if family == 4 else 16
