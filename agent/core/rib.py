@@ -98,6 +98,7 @@ class Rib:
         changes: dict[Prefix, KernelRoute | None] = {}
         routes, desired, set_, counts = self._routes, self.desired, self._set, self.counts
         single = self._single_cache
+        added_origin, added = None, 0  # new prefixes of one origin, counted once (Origin's hash is Python)
         for prefix, origin, cand, path_id in updates:
             if prefix not in before:
                 cur = routes.get(prefix)
@@ -105,7 +106,11 @@ class Rib:
                     if cand is not None and not origin.kind.foreign:
                         # a new prefix with one candidate: the common case of a big table
                         routes[prefix] = cand
-                        counts[origin] += 1
+                        if origin is not added_origin:
+                            if added:
+                                counts[added_origin] += added
+                            added_origin, added = origin, 0
+                        added += 1
                         hit = single.get(id(cand))  # desired(prefix), inlined for the hot path
                         if hit is not None and hit[0] is cand and hit[1] == generation:
                             route = hit[2]
@@ -120,7 +125,12 @@ class Rib:
                     before[prefix] = None
                 else:
                     before[prefix] = desired(prefix)
+            if added:  # (exact counts before a change that may decrement them)
+                counts[added_origin] += added
+                added_origin, added = None, 0
             set_(prefix, origin, cand, path_id)
+        if added:
+            counts[added_origin] += added
         if self.resolver.generation != generation:
             return self.reevaluate() | {p: desired(p) for p in (before | changes)}
         for prefix, old in before.items():
