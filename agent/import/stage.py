@@ -76,6 +76,7 @@ from .guard import Guard
 from .maxprefix import MaxPrefix, MaxPrefixDecision
 from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
+from .single import receive_one
 
 _OK = MaxPrefixDecision.OK
 _DISCARD = MaxPrefixDecision.DISCARD
@@ -217,6 +218,10 @@ class ImportStage:
         st = self._peers[peer]
         if path_ids is not None:
             return receive_paths(self, st, peer, prefixes, path_ids, nexthop, attrs, out, stale)  # type: ignore[return-value]
+        if len(prefixes) == 1:  # an UPDATE of its own attribute set: its usual outcome, cheaply
+            done = receive_one(self, st, peer, prefixes[0], nexthop, attrs, out, stale)
+            if done is not None:
+                return done
         s = st.settings
         maxprefix = self.maxprefix
         verdicts, held, origin = st.verdicts, st.held, st.origin
