@@ -75,6 +75,7 @@ object with, per table, `ratio_bird_<table>` (agent / BIRD->BIRD->kernel, best r
 
     sudo .venv/bin/python bench/bgp_learn.py [--only shared,distinct,full] [--scale 0.2] [--repeat 3]
                                              [--updates raw] [--receivers agent,bird]
+                                             [--nexthop-objects auto|on|off]
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ spec: {{updates: {updates}}}
 
 
 def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str | None = None,
-            updates: str = "raw") -> dict:
+            updates: str = "raw", nexthop_objects: str = "auto") -> dict:
     """One measurement of receiver `kind` (agent | bird | exabgp_alone) in fresh namespaces; the
     agent and ExaBGP alone get UPDATEs from ExaBGP as `updates` (json | raw)."""
     from contextlib import ExitStack
@@ -252,7 +253,8 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
     from testlab.fibwatch import Watcher
 
     n, fams = table.n, table.families
-    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER.format(updates=updates))
+    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER.format(updates=updates),
+                           fib={"nexthopObjects": f'"{nexthop_objects}"'} if nexthop_objects != "auto" else None)
     with ExitStack() as stack:
         lab = Lab(os.path.join(workdir, "lab"), stack, peer_bird_config(statics=table.tor, families=fams),
                   tag="bl", ipv6=6 in fams)
@@ -450,6 +452,8 @@ def main() -> int:
     ap.add_argument("--receivers", default="agent,exabgp_alone,bird", help="receivers to run (comma list)")
     ap.add_argument("--updates", choices=("json", "raw"), default="raw",
                     help="how ExaBGP hands UPDATEs to the agent and to ExaBGP alone's helper (BgpSpeaker spec.updates)")
+    ap.add_argument("--nexthop-objects", choices=("auto", "on", "off"), default="auto",
+                    help="the agent's spec.fib.nexthopObjects (auto: its default)")
     common_options(ap, runs_of="each receiver and table", only=",".join(TABLES),
                    only_help=f"tables to run (comma list of {', '.join(TABLES)})",
                    profile_help="also run the agent once per table under cProfile")
@@ -479,7 +483,8 @@ def main() -> int:
               f"to all N in the kernel (ExaBGP alone: N decoded); UPDATEs from ExaBGP as {args.updates}; "
               f"{args.repeat} run(s) each; load {loadavg()}", flush=True)
         for _, (kind, table), d in rounds(workdir, args.repeat, items, args.keep):
-            r = run_one(kind, table, d, args.timeout * max(1.0, table.n / 500000), updates=args.updates)
+            r = run_one(kind, table, d, args.timeout * max(1.0, table.n / 500000), updates=args.updates,
+                        nexthop_objects=args.nexthop_objects)
             runs.append(r)
             print(describe(r), flush=True)
         if args.profile:
@@ -492,6 +497,7 @@ def main() -> int:
                 print_profile(path)
     result, ok = report(tables, runs, args.repeat)
     result["updates"] = args.updates
+    result["nexthop_objects"] = args.nexthop_objects
     return finish(result, ok)
 
 

@@ -196,7 +196,8 @@ def test_bucket_fast_path_keeps_every_verdict():
 def test_batch_check_agrees_with_check(guard, nexthop, kwargs):
     """`refused` (one UPDATE's prefixes at once) gives exactly `check`'s verdict for each prefix:
     every case of the table, in one batch, with good and refused next hops."""
-    prefixes = [P(c[1]) for c in CASES] + [P("198.51.100.0/24"), P("2a00:1::/32"), P("1.0.0.0/8"), P("1.2.3.0/24")]
+    prefixes = [P(c[1]) for c in CASES] + [P(t) for t in (
+        "198.51.100.0/24", "2a00:1::/32", "1.0.0.0/8", "1.2.3.0/24", "0:1::/32", "::2/128", "fec0::/16", "fe90::/32")]
     got = guard.refused(prefixes, nexthop, **kwargs) or {}
     want = {p: v for p in prefixes if (v := guard.check(p, nexthop, **kwargs)) is not None}
     assert got == want

@@ -99,6 +99,12 @@ def _buckets_of(p: Prefix) -> range | list[int]:
     return [_V6_TAG | b for b in range(first, first + span)]
 
 
+# the top buckets (as `_buckets_of`: first octet of IPv4, tagged first 16 bits of IPv6) in which a
+# martian lies or that one covers: a route at least a bucket long elsewhere is no martian's
+_MARTIAN_BUCKETS = frozenset(_MARTIAN_OCTETS4) | frozenset(
+    b for m in MARTIANS if ":" in m for b in _buckets_of(Prefix.parse(m)))
+
+
 class Guard:
     """Rejects routes that would hijack the node's own prefixes or addresses (see module doc)."""
 
@@ -189,7 +195,7 @@ class Guard:
         else:
             bucket = (prefix >> 32) & 0xFF if plen >= 8 else None
         if bucket is not None and bucket not in self._buckets:  # the common case: nothing of ours near
-            if bucket & _V6_TAG or bucket in _MARTIAN_OCTETS4:
+            if bucket in _MARTIAN_BUCKETS:
                 hit = self._martians.covering(prefix)
                 if hit is not None:
                     return self._verdict(Reason.MARTIAN, hit)
@@ -239,18 +245,19 @@ class Guard:
         hops = self._hops
         hop = hops[nexthop] if nexthop in hops else self._check_hop(nexthop)
         buckets = self._buckets
-        martian_octets = _MARTIAN_OCTETS4
+        martian = _MARTIAN_BUCKETS
         out: dict[Prefix, Verdict] | None = None
         for prefix in prefixes:
             if hop is None:
                 plen = prefix & 0xFF
                 if prefix & V6_FLAG:
-                    if plen >= 16 and _V6_TAG | ((prefix >> 120) & 0xFFFF) not in buckets \
-                            and self._martians.covering(prefix) is None:
-                        continue
+                    if plen >= 16:
+                        bucket = _V6_TAG | ((prefix >> 120) & 0xFFFF)
+                        if bucket not in buckets and bucket not in martian:
+                            continue
                 elif plen >= 8:
                     bucket = (prefix >> 32) & 0xFF
-                    if bucket not in buckets and bucket not in martian_octets:
+                    if bucket not in buckets and bucket not in martian:
                         continue
             verdict = self.check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering)
             if verdict is not None:
