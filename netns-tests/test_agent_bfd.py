@@ -175,7 +175,7 @@ def test_10k_ecmp_routes_move_to_the_surviving_peer_before_the_hold_timer(bgp_la
     wait_for(moved, 9, what="forwarding through 10.0.1.1 only")
     took = elapsed(t0)
     assert took < 5.0, took  # well before the 9 s hold timer
-    wait_for(lambda: 'BFD 10.0.0.1 down: 10000 RIB updates applied' in node.logtext(), 30, what="RIB clean-up")
+    wait_for(lambda: 'BFD with 10.0.0.1 down: RIB clean-up done, 10000 routes withdrawn' in node.logtext(), 30, what="RIB clean-up")
     wait_for(node.converged, 30, what="FIB converged")
     routes = node.routes(4)
     assert len(routes) >= 10_000 and all(gateways_of(routes, p) == ["10.0.1.1"] for p in sample)

@@ -184,3 +184,67 @@ def test_eexist_for_our_own_route_is_settled_by_the_scan_and_the_withdrawal_goes
     ops = state.plan(retry_failed=False)  # no retry timer needed
     state.done(ops, fib.apply(ops))
     assert [o.kind for o in ops] == [OpKind.DELETE] and ns.ours() == {}
+
+
+def test_a_dump_gives_way_when_asked_and_the_next_one_is_whole(ns, fib):
+    """The full scan's dump gives way to a BFD change (`interrupt`): it stops after the datagram
+    it is reading, nothing of it is returned, and the scan socket (with the rest of that dump
+    unread in the kernel) is replaced, so the next dump is complete."""
+    from agent.fib.netlink import ScanInterrupted
+
+    prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(ROUTES)]
+    assert fib.apply([Op(OpKind.ADD, p, GW0) for p in prefixes]) == []
+    asked = []
+
+    def interrupt():
+        asked.append(1)
+        return len(asked) >= 3
+    reopened = fib.scanner.sock.reopened
+    try:
+        fib.dump(interrupt)
+    except ScanInterrupted:
+        pass
+    else:
+        raise AssertionError("the dump did not give way")
+    assert len(asked) == 3 and fib.scanner.sock.reopened == reopened + 1
+    dump = fib.dump(lambda: False)
+    assert set(dump.ours) == set(prefixes)
+
+
+def test_an_injected_group_replace_overtakes_the_batch_in_flight(ns, fib):
+    """A BFD failure's group replace (`NetlinkWriter.inject`) goes out at the next batch
+    boundary of the `apply()` under way, before the rest of its routes, not after the call."""
+    from agent.fib.types import NhOp
+    from testlab.monitor import Monitor
+
+    a, b, group = 7001, 7002, 7003
+    assert fib.apply([NhOp(OpKind.ADD, a, 4, NextHop("192.0.2.2", "v0")),
+                      NhOp(OpKind.ADD, b, 4, NextHop("198.51.100.2", "v1")),
+                      NhOp(OpKind.ADD, group, 0, None, ((a, 1), (b, 1)))]) == []
+    prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(60_000)]
+    mon = Monitor(ns.name, ("route", "nexthop"))
+    try:
+        start = len(mon.lines)
+        batch = threading.Thread(target=lambda: writes.update(
+            errors=fib.apply([Op(OpKind.ADD, p, GW0) for p in prefixes])), daemon=True)
+        writes: dict = {}
+        batch.start()
+        shrink = NhOp(OpKind.REPLACE, group, 0, None, ((b, 1),))
+        deadline = time.monotonic() + 30
+        while not fib.inject([shrink]):  # accepted once the call is under way
+            assert batch.is_alive() and time.monotonic() < deadline, "the batch ended before the injection"
+            time.sleep(0.001)
+        batch.join(60)
+        assert writes["errors"] == []
+        assert fib.take_injected() == [([shrink], [])]
+        assert fib.take_injected() == []
+        (obj,) = json.loads(ns.ip("-j", "nexthop", "show", "id", str(group)))
+        assert [m["id"] for m in obj["group"]] == [b]
+        mon.mark()
+        events = mon.lines[start:]
+        at = next(i for i, e in enumerate(events) if e.startswith(f"id {group} group"))
+        later = [e for e in events[at:] if e.startswith("10.")]
+        assert len(later) > 1024, len(later)  # routes of the same call were written after it
+        assert len(ns.ours()) == len(prefixes)
+    finally:
+        mon.close()

@@ -48,15 +48,16 @@ def test_routes_held_until_up_then_released_and_failure_withdraws():
     out = l.filter([Update(P1, A, cand), Update(P2, A, cand), Update(P1, B, cand), Update(P2, A, None)])
     assert out == [Update(P1, B, cand)]  # peer a is held: BFD not up yet
     assert l.view("10.0.0.1")["routesHeld"] == 1
-    updates, teardown = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A, lambda: [])
+    updates, teardown = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
     assert updates == [Update(P1, A, cand)] and not teardown
     assert l.filter([Update(P2, A, cand)]) == [Update(P2, A, cand)]  # up: passes
-    updates, teardown = l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A,
-                                  lambda: [P1, P2])
-    assert teardown and updates == [Update(P1, A, None), Update(P2, A, None)]
+    updates, teardown = l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A)
+    assert teardown and updates == []  # forwarding is repaired first, then the clean-up is built
+    l.start_cleanup("10.0.0.1", A, [P1, P2])
+    assert l.next_cleanup("10.0.0.1") == [Update(P1, A, None), Update(P2, A, None)]
     assert l.filter([Update(P1, A, cand)]) == [] and l.failures == {"10.0.0.1": 1}
     # Down again while already down (init -> down): nothing more
-    assert l.changed(BfdChange("10.0.0.1", "init", "down", "none"), A, lambda: [P1]) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "init", "down", "none"), A) == ([], False)
 
 
 def test_bfd_removed_from_peer_releases_its_routes():
@@ -71,10 +72,10 @@ def test_bfd_removed_from_peer_releases_its_routes():
 
 def test_a_restarted_bfd_process_is_not_a_failure():
     l, _, _ = link()
-    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A, lambda: [P1])
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
     # the BFD process restarted: its new session reports Down -> Init -> Up
-    assert l.changed(BfdChange("10.0.0.1", "down", "init", "none"), A, lambda: [P1]) == ([], False)
-    assert l.changed(BfdChange("10.0.0.1", "init", "up", "none"), A, lambda: [P1]) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "down", "init", "none"), A) == ([], False)
+    assert l.changed(BfdChange("10.0.0.1", "init", "up", "none"), A) == ([], False)
     assert not l.gated("10.0.0.1") and l.failures == {}
 
 
@@ -86,3 +87,38 @@ def test_bfd_added_to_a_running_session_keeps_its_routes():
     cfg2 = load_text(CFG)
     l.configure(cfg2.peers, cfg2.bfd_profiles, lambda p: A, peer_key, in_use=lambda p: True)
     assert "10.0.0.1" in l.specs and not l.gated("10.0.0.1")
+
+
+def failed(accepted):
+    """A link whose peer 10.0.0.1 was Up and failed, its clean-up of `accepted` started."""
+    l, _, _ = link()
+    l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
+    assert l.changed(BfdChange("10.0.0.1", "up", "down", "detection_time_expired"), A) == ([], True)
+    l.start_cleanup("10.0.0.1", A, accepted)
+    return l
+
+
+def test_the_clean_up_after_a_failure_comes_in_slices_with_add_path_ids():
+    l = failed([P1, (P2, 7), P2])
+    assert l.next_cleanup("10.0.0.1", 2) == [Update(P1, A, None), Update(P2, A, None, 7)]
+    assert l.next_cleanup("10.0.0.1", 2) == [Update(P2, A, None)]
+    assert l.next_cleanup("10.0.0.1", 2) == [] and "10.0.0.1" not in l.cleanup
+
+
+def test_bfd_up_again_applies_the_rest_of_the_clean_up_before_the_held_routes():
+    l = failed([P1, P2])
+    cand = object()
+    assert l.next_cleanup("10.0.0.1", 1) == [Update(P1, A, None)]
+    l.filter([Update(P2, A, cand)])  # the new session announces P2 again: held
+    updates, _ = l.changed(BfdChange("10.0.0.1", "down", "up", "none"), A)
+    assert updates == [Update(P2, A, None), Update(P2, A, cand)]  # old withdrawn, then the new one
+    assert not l.cleanup
+
+
+def test_a_peer_removed_during_its_clean_up_still_gets_it_applied():
+    l = failed([P1, P2])
+    cand = object()
+    l.filter([Update(P1, A, cand)])
+    only_b = load_text(CFG.split("---\n", 1)[1])
+    released = l.configure(only_b.peers, only_b.bfd_profiles, lambda p: A, peer_key)
+    assert released == [Update(P1, A, None), Update(P2, A, None)]

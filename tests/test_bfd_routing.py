@@ -63,3 +63,57 @@ async def test_routes_and_gate_wait_for_bfd_up_then_failure_withdraws_and_tears_
     r.handle_bfd(BfdChange(PEER, "init", "up", "none"))
     assert in_rib(r, A) and not in_rib(r, B)
     assert r.bfd.failures == {PEER: 1}
+
+
+PEER2 = "10.0.1.1"
+TWO_PEERS = CONFIG + f"""---
+apiVersion: routeagent.io/v1alpha1
+kind: BgpPeer
+metadata: {{name: tor2}}
+spec: {{peerAddress: {PEER2}, peerAS: 65001, localAS: 65000, routerId: 10.0.0.254, importPolicy: acceptAll}}
+"""
+
+
+def test_during_the_clean_up_nothing_re_decided_uses_the_failed_peer_and_scans_wait(tmp_path, monkeypatch):
+    """The clean-up comes in slices (here 2 prefixes each): meanwhile the failed peer's candidates
+    are still in the RIB, but nothing decided in between may use them (an UPDATE from the other
+    peer re-decides a prefix), and a full scan waits for the end of the clean-up."""
+    import agent.daemon.bfd as bfdmod
+    monkeypatch.setattr(bfdmod, "CLEANUP_SLICE", 2)
+    path = tmp_path / "c.yaml"
+    path.write_text(TWO_PEERS)
+    r = Agent(str(path), state_dir=str(tmp_path / "state"), node_name="n").routing
+    for i, dev in enumerate(("up0", "up1")):
+        r.rib.set_link(dev, True)
+        net = ForeignRoute(P(f"10.0.{i}.0/24"), 2, 0, RouteType.UNICAST, nexthops(NextHop(None, dev)))
+        r._apply_rib(r.rib.apply(r.kernel.seen(net, False)))
+    r.bgp.speaker.send = lambda cmd: None
+    nets = [P(f"203.0.113.{i * 16}/28") for i in range(6)]
+
+    def from_peer(peer, med=0):
+        return RouteUpdate(peer, Family.IPV4_UNICAST, tuple(
+            Announced(p, peer, PathAttrs(as_path=(65001,), med=med)) for p in nets))
+    r.handle_bgp((PeerState(PEER, PeerStatus.UP), PeerState(PEER2, PeerStatus.UP), from_peer(PEER), from_peer(PEER2)))
+    r.handle_bfd(BfdChange(PEER, "down", "up", "none"))
+    both = {nh.gateway for nh in r.rib.desired(nets[-1]).nexthops}
+    assert both == {PEER, PEER2}
+    r.handle_bfd(BfdChange(PEER, "up", "down", "detection_time_expired"))
+    assert PEER in r.bfd.cleanup and len(r.rib.candidates(nets[-1])) == 2  # not reached yet
+    assert {nh.gateway for nh in r.rib.desired(nets[-1]).nexthops} == {PEER2}
+    assert "BFD down" in r.rib.decide(nets[-1]).candidates[0].detail
+    via2 = (NextHop(PEER2, "up1"),)
+    assert [r.fib.pending[p].nexthops == via2 for p in nets] == [True] * 2 + [False] * 4  # one slice
+    r.handle_bgp(from_peer(PEER2, med=5))  # re-decides every prefix: none may go back to PEER
+    assert [r.fib.pending[p].nexthops == via2 for p in nets] == [True] * 2 + [False] * 4
+    r.full_scan("periodic")
+    assert r.bfd.scan_waiting == "periodic"
+    queued = []
+    while not r.queue.empty():
+        ev = r.queue.get_nowait()
+        if ev.kind == "bfd-cleanup":
+            r.handle_bfd_cleanup(ev.data)
+        else:
+            queued.append(ev.kind)
+    assert PEER not in r.bfd.cleanup and not r.rib.failed and "scan" in queued
+    assert all(r.fib.pending[p].nexthops == via2 for p in nets)  # (nothing is written here)
+    assert all(r.rib.candidates(p) and len(r.rib.candidates(p)) == 1 for p in nets)

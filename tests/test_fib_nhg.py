@@ -41,6 +41,7 @@ class Kernel:
     def flush(self, fail=lambda k: None):
         ops = self.fib.plan()
         kops = self.nhg.expand(ops)
+        self.nhg.take_settled()  # (recorded as done below, with the rest)
         self.written.append(kops)
         errors = [OpError(k, e, "x") for k in kops if (e := fail(k))]
         self.fib.done(ops, self.nhg.done(kops, errors))

@@ -265,3 +265,42 @@ def test_intern_table_is_bounded_and_keeps_sharing_values_in_use():
         if i % 1000 == 0:
             assert model.intern(("a value in use",)) is live  # still shared while in use
     assert model.intern_size() <= 2 * model.INTERN_GENERATION
+
+
+# ---- prefixes sharing one candidate tuple (an ECMP table from two peers) ----
+def test_prefixes_offered_by_the_same_two_peers_share_one_tuple_and_its_route_follows_changes():
+    rib = rib_with_links("eth0", "eth1")
+    rib.apply([connected(), connected(P("10.0.1.0/24"), "eth1")])
+    a, b = bgp("10.0.0.1", as_path=(65001,)), bgp("10.0.1.1", as_path=(65001,))
+    nets = [P(f"10.9.{i}.0/24") for i in range(50)]
+    rib.apply([Update(n, a.origin, a) for n in nets] + [Update(n, b.origin, b) for n in nets])
+    assert len({id(rib._routes[n]) for n in nets}) == 1  # one tuple for all 50
+    both = nexthops(NextHop("10.0.0.1", "eth0"), NextHop("10.0.1.1", "eth1"))
+    assert {rib.desired(n).nexthops for n in nets} == {both}
+    # max-paths 1: the remembered route is not reused
+    rib.max_paths = 1
+    assert {len(rib.desired(n).nexthops) for n in nets} == {1}
+    rib.max_paths = 16
+    # the link to one peer goes down: every prefix moves to the other, none keeps the old route
+    ch = rib.set_link("eth0", False)
+    assert {ch[n].nexthops for n in nets} == {(NextHop("10.0.1.1", "eth1"),)}
+    rib.set_link("eth0", True)
+    # one peer withdraws everything: each prefix changes to the survivor
+    ch = rib.apply([Update(n, a.origin, None) for n in nets])
+    assert {ch[n].nexthops for n in nets} == {(NextHop("10.0.1.1", "eth1"),)}
+
+
+def test_a_shared_tuple_with_a_recursive_candidate_is_decided_per_prefix():
+    """A recursive next hop may resolve through one of the prefixes sharing the tuple: that
+    prefix must not get the route the others got (it would resolve through itself), whichever
+    of them is decided first."""
+    rib = recursive_rib()
+    rib.apply([up("10.30.0.0/24", static("igp", "10.0.0.1"))])
+    i1, i2 = bgp("10.30.0.1", ebgp=False), bgp("10.30.0.2", ebgp=False, router_id="9.9.9.9")
+    outer, inner = P("10.20.0.0/16"), P("10.30.0.0/25")
+    ch = rib.apply([Update(p, c.origin, c) for p in (outer, inner) for c in (i1, i2)])
+    assert rib._routes[outer] is rib._routes[inner]
+    assert ch[outer].nexthops == (NextHop("10.0.0.1", "eth0"),)
+    # 10.30.0.1/.2 resolve through the /25 itself there (longest match): not installed
+    assert inner not in ch and rib.desired(inner) is None and rib.desired(outer) is not None
+    assert rib.decide(inner).desired is None

@@ -1,10 +1,13 @@
 """The agent's side of the BFD child process (`agent.bfd.child`): start, configure, read, restart.
 
 DOC: runs on the agent's event loop. `start()` spawns ``python -m agent.bfd.child`` (the agent's
-own interpreter, `wrapper` in front when given, e.g. ``ip netns exec NS``) and a reader task that
-drains its stdout for as long as it lives: a state change becomes `on_change(BfdChange)` at once
-(on the loop: the caller's handler only queues an event for the core task); the periodic
-snapshot replaces `views` / `counts` (read by `show peers`, the metrics and the status). The
+own interpreter, `wrapper` in front when given, e.g. ``ip netns exec NS``) and a reader thread
+that drains its stdout for as long as it lives: a state change becomes `on_change(BfdChange)` on
+the loop at once (the caller's handler only queues an event for the core task); the periodic
+snapshot replaces `views` / `counts` (read by `show peers`, the metrics and the status).
+The reader is a thread, not a task, so that a change is seen even while the loop is held by a
+long step: `change_waiting()` tells such a step (the full kernel scan's dump, seconds at 500k
+routes) that a change is on its way to the loop, and the step gives way to it. The
 session set given to `configure()` is kept and sent again to every new child. If the child dies
 it is started again after RESTART_SECONDS; until its sessions come up again they read "down" and
 no change is reported for them (a dead child is not a dead peer: nothing is torn down).
@@ -13,10 +16,12 @@ no change is reported for them (a dead child is not a dead peer: nothing is torn
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -51,6 +56,11 @@ class BfdClient:
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._changes: collections.deque[BfdChange] = collections.deque()  # read, not yet delivered
+
+    def change_waiting(self) -> bool:
+        """A state change was read and waits for the loop (safe from any thread)."""
+        return bool(self._changes)
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._supervise(), name="bfd-child")
@@ -84,41 +94,73 @@ class BfdClient:
         while not self._stopping:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+            rfd, wfd = os.pipe()
             try:
                 self._proc = await asyncio.create_subprocess_exec(
                     *self.wrapper, self.python, "-m", "agent.bfd.child", env=env,
-                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=2**22)
+                    stdin=asyncio.subprocess.PIPE, stdout=wfd)
             except OSError as exc:
+                os.close(rfd)
                 log.error("cannot start the BFD process: %s", exc)
             else:
                 self._send()
-                await self._read(self._proc)
+                os.close(wfd)  # the child has its copy: end of file when it exits
+                wfd = -1
+                await self._read(rfd)
                 code = await self._proc.wait()
                 if self._stopping:
                     return
                 log.error("the BFD process exited (%s); starting it again", code)
                 self.restarts += 1
                 self.views = {}
+            finally:
+                if wfd >= 0:
+                    os.close(wfd)
             await asyncio.sleep(RESTART_SECONDS)
 
-    async def _read(self, proc) -> None:
-        while True:
-            line = await proc.stdout.readline()
-            if not line:
-                return
+    async def _read(self, rfd: int) -> None:
+        """Read the child's output in a thread until it ends (the child exited)."""
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+        threading.Thread(target=self._reader, args=(rfd, loop, ended), name="bfd-reader", daemon=True).start()
+        await ended
+
+    def _reader(self, rfd: int, loop: asyncio.AbstractEventLoop, ended: asyncio.Future) -> None:
+        try:
+            with open(rfd, "rb", buffering=1 << 16) as pipe:
+                for line in pipe:
+                    self._line(line, loop)
+        except (OSError, ValueError) as exc:
+            log.warning("BFD process: reading its output failed: %s", exc)
+        finally:
             try:
-                msg = json.loads(line)
-            except ValueError:
-                log.warning("BFD process: unreadable line %r", line[:200])
-                continue
-            if "change" in msg:
-                c = msg["change"]
-                self.on_change(BfdChange(c["peer"], c["old"], c["new"], c["diag"], c.get("at", 0.0)))
-            elif "views" in msg:
-                self.views = msg["views"]
-                self.counts = {(p, what): n for p, what, n in msg["counts"]}
-                self.late_max_ms = msg.get("lateMaxMs", 0.0)
-                self.late_p99_ms = msg.get("lateP99Ms")
+                loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
+            except RuntimeError:  # the loop is closed: the agent is gone
+                pass
+
+    def _deliver(self) -> None:
+        """On the loop: hand over the changes the reader queued, in order."""
+        while self._changes:
+            self.on_change(self._changes.popleft())
+
+    def _line(self, line: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            log.warning("BFD process: unreadable line %r", line[:200])
+            return
+        if "change" in msg:
+            c = msg["change"]
+            self._changes.append(BfdChange(c["peer"], c["old"], c["new"], c["diag"], c.get("at", 0.0)))
+            try:
+                loop.call_soon_threadsafe(self._deliver)
+            except RuntimeError:
+                pass
+        elif "views" in msg:
+            self.views = msg["views"]
+            self.counts = {(p, what): n for p, what, n in msg["counts"]}
+            self.late_max_ms = msg.get("lateMaxMs", 0.0)
+            self.late_p99_ms = msg.get("lateP99Ms")
 
     def state(self, peer: str) -> str:
         v = self.views.get(peer)

@@ -89,7 +89,12 @@ class Rib:
         self._route_cache: dict[tuple[int, int | None], KernelRoute] = {}
         self._single_cache: dict[int, tuple[Candidate, int, KernelRoute | None]] = {}
         self._hops_cache: dict[int, tuple[tuple, int, int | None, KernelRoute | None]] = {}
+        # prefixes offered by the same origins with the same attributes share one candidate
+        # tuple (`_shared`), and its kernel route is remembered like a single candidate's
+        self._tuples: dict[tuple[int, ...], tuple[Candidate, ...]] = {}
+        self._multi_cache: dict[int, tuple[tuple, int, int, bool, KernelRoute | None]] = {}
         self.counts: Counter[Origin] = Counter()
+        self.failed: set[Origin] = set()  # origins whose candidates are unusable (`set_failed`)
 
     # ---- updates ----
     def apply(self, updates: Iterable[Update]) -> dict[Prefix, KernelRoute | None]:
@@ -148,6 +153,7 @@ class Rib:
         self.default_metric = metric
         self._single_cache.clear()
         self._hops_cache.clear()
+        self._multi_cache.clear()
         return {p: self.desired(p) for p in self._routes}
 
     def set_connected(self, changes: Iterable[tuple[Prefix, str, bool]]) -> dict[Prefix, KernelRoute | None]:
@@ -159,6 +165,15 @@ class Rib:
             else:
                 self.resolver.remove_connected(prefix, dev)
         return self.reevaluate() if self.resolver.generation != generation else {}
+
+    def set_failed(self, origin: Origin, failed: bool) -> None:
+        """A source failed (BFD down for a BGP peer) while its candidates are still here, to be
+        withdrawn in slices: from now on every decision ignores them, so nothing re-decided
+        meanwhile (another peer's update, a rescan, a link change) puts them back. The caller
+        clears it once they are all withdrawn. Nothing is re-decided here."""
+        if failed != (origin in self.failed):
+            (self.failed.add if failed else self.failed.discard)(origin)
+            self.resolver.invalidate()  # (the generation: remembered decisions are void)
 
     def set_link(self, name: str, up: bool | None) -> dict[Prefix, KernelRoute | None]:
         return self.reevaluate() if self.resolver.set_link(name, up) else {}
@@ -186,18 +201,18 @@ class Rib:
                     self.resolver.add_connected(prefix, dev)
             return
         if isinstance(cur, Candidate):
-            if cur.origin == origin and cur.path_id == path_id:
+            if (cur.origin is origin or cur.origin == origin) and cur.path_id == path_id:
                 old = cur
                 if cand is None:
                     del self._routes[prefix]
                 else:
                     self._routes[prefix] = cand
             elif cand is not None:
-                self._routes[prefix] = tuple(sorted((cur, cand), key=candidate_order))
+                self._routes[prefix] = self._shared(tuple(sorted((cur, cand), key=candidate_order)))
         else:
             rest = []
             for c in cur:
-                if c.origin == origin and c.path_id == path_id:
+                if (c.origin is origin or c.origin == origin) and c.path_id == path_id:
                     old = c
                 else:
                     rest.append(c)
@@ -207,7 +222,7 @@ class Rib:
             if not rest:
                 del self._routes[prefix]
             else:
-                self._routes[prefix] = rest[0] if len(rest) == 1 else tuple(rest)
+                self._routes[prefix] = rest[0] if len(rest) == 1 else self._shared(tuple(rest))
         if old is None and cand is not None:
             self.counts[origin] += 1
         elif old is not None and cand is None:
@@ -227,7 +242,7 @@ class Rib:
         return (entry,) if isinstance(entry, Candidate) else entry
 
     def _usable(self, c: Candidate, prefix: Prefix) -> bool:
-        if c.distance >= NEVER_INSTALL:
+        if c.distance >= NEVER_INSTALL or (self.failed and c.origin in self.failed):
             return False
         if c.origin.kind.foreign or c.type != RouteType.UNICAST:
             return True
@@ -250,24 +265,56 @@ class Rib:
             if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
                 return hit[2]
             return self._desired_single(entry, prefix)
-        return self._kernel_route(self.selection(prefix).winners, prefix)
+        return self._desired_multi(entry, prefix)
+
+    def _shared(self, cands: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+        """One tuple object for every prefix with exactly these candidates (by identity: the
+        candidates of a shared UPDATE are shared), so `_desired_multi` can remember its route;
+        a prefix costs a reference instead of a tuple. Bounded like the other caches (a
+        cleared entry only stops being shared)."""
+        key = tuple(map(id, cands))  # the stored tuple keeps its members alive: ids stay theirs
+        shared = self._tuples.get(key)
+        if shared is not None:
+            return shared
+        if len(self._tuples) > 8192:
+            self._tuples.clear()
+        self._tuples[key] = cands
+        return cands
+
+    def _desired_multi(self, entry: tuple[Candidate, ...], prefix: Prefix) -> KernelRoute | None:
+        """The kernel route of a prefix with several candidates, remembered per candidate tuple
+        (`_shared`) for the current resolver generation and multipath settings, unless a
+        candidate resolves recursively (then the result depends on the prefix). A failed peer's
+        clean-up reads this for every prefix it offered, before and after."""
+        generation, max_paths, relax = self.resolver.generation, self.max_paths, self.multipath_relax
+        hit = self._multi_cache.get(id(entry))
+        if hit is not None and hit[0] is entry and hit[1] == generation and hit[2] == max_paths \
+                and hit[3] == relax:
+            return hit[4]
+        route = self._kernel_route(self.selection(prefix).winners, prefix)
+        resolve = self.resolver.resolve
+        if not any(c.type is RouteType.UNICAST and not c.origin.kind.foreign and resolve(c.nexthops)[3]
+                   for c in entry):
+            if len(self._multi_cache) > 8192:
+                self._multi_cache.clear()
+            self._multi_cache[id(entry)] = (entry, generation, max_paths, relax, route)
+        return route
 
     def _desired_single(self, c: Candidate, prefix: Prefix) -> KernelRoute | None:
         """The kernel route of a prefix whose only candidate is `c`. Candidates are shared by
         many prefixes: each one's route is remembered for the current resolver generation (keyed
         by identity; the value keeps it alive). Candidates of distinct attribute sets share their
         next hops: a BGP candidate's route is remembered per next-hop tuple and metric too."""
+        if self.failed and c.origin in self.failed:
+            return None  # (not remembered: the caches are shared by next hops)
         generation = self.resolver.generation
         hops = c.nexthops
         plain = c.distance < NEVER_INSTALL and c.type is RouteType.UNICAST and not c.origin.kind.foreign
-        if plain:
-            hit = self._hops_cache.get(id(hops))
-            if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
-                if len(self._single_cache) > 8192:
-                    self._single_cache.clear()
-                self._single_cache[id(c)] = (c, generation, hit[3])  # the next prefix of `c`: no call
-                return hit[3]
-        route, recursive = self._single(c, prefix)
+        hit = self._hops_cache.get(id(hops)) if plain else None
+        if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
+            route, recursive = hit[3], False  # remembered for `c` below: its next prefix costs no call
+        else:
+            route, recursive = self._single(c, prefix)
         if not recursive:  # a recursive result depends on the prefix: not shareable
             if len(self._single_cache) > 8192:  # (a candidate's prefixes come together)
                 self._single_cache.clear()
@@ -330,6 +377,8 @@ class Rib:
         for c in cands:
             if c.distance >= NEVER_INSTALL:
                 states.append(CandidateState(c, "never-install", f"distance {c.distance}"))
+            elif c.origin in self.failed:
+                states.append(CandidateState(c, "unresolved", "its source failed (BFD down): being withdrawn"))
             elif not self._usable(c, prefix):
                 hit = self.resolver.resolve(c.nexthops)
                 why = hit[1] if not hit[0] else f"resolves only through {', '.join(map(str, hit[3]))}, which covers it"

@@ -120,6 +120,7 @@ class Agent:
         core.on("bgp", r.handle_bgp)
         core.on("bgp-stale", r.handle_bgp_stale)
         core.on("bfd", r.handle_bfd)
+        core.on("bfd-cleanup", r.handle_bfd_cleanup)
         core.on("gate-timeout", r.gate_timeout)
         core.on("flushed", self.writer.flushed)
         # "retry": nothing to do but flush (see Core.run)

@@ -18,9 +18,12 @@ adopted from before a restart would be swept while the peer's new ones are still
 timer still bounds the wait).
 
 **BFD Up -> Down** (detection time expired, or the peer said Down/AdminDown): `failed()` returns
-the withdrawals of every route of the peer (applied at once: the FIB replaces the nexthop groups
-that went through the peer in place, one write per group, `agent.fib.nhg`) and the peer is gated;
-the caller then sends Cease 6/10 "BFD Down" (RFC 9384) through ExaBGP (``neighbor X notify``).
+a teardown and the peer is gated. The caller first replaces the nexthop groups that went
+through the peer in place (one write per group, `agent.fib.nhg`: forwarding is repaired here),
+then sends Cease 6/10 "BFD Down" (RFC 9384) through ExaBGP (``neighbor X notify``), then starts
+the RIB's clean-up (`start_cleanup`): the withdrawal of every route of the peer, applied a slice
+per core step (``bfd-cleanup`` events) so that the loop, the API and another peer's BFD Down are
+not held for seconds; releasing the peer applies what is left of it before anything new.
 ExaBGP reconnects as usual; the new session's routes are held until BFD is Up again.
 A peer whose BFD configuration is removed is released (its held routes applied).
 """
@@ -39,6 +42,7 @@ from ..core.model import Origin, Update
 
 log = logging.getLogger("route_agent.bfd")
 CEASE, BFD_DOWN = 6, 10  # NOTIFICATION Cease, subcode "BFD Down" (RFC 9384)
+CLEANUP_SLICE = 20_000  # withdrawals per core step after a failure (~0.2 s at 100k ECMP routes)
 
 
 class BfdLink:
@@ -50,6 +54,9 @@ class BfdLink:
         self._gated_origins: dict[Origin, str] = {}
         self.synced_waiting: set[str] = set()
         self.failures: dict[str, int] = {}  # peer -> Up -> Down transitions (routes withdrawn)
+        self.cleanup: dict[str, tuple[Origin, list, int]] = {}  # failed peer -> its clean-up to do
+        self.cleanup_started: dict[str, float] = {}
+        self.scan_waiting: str | None = None  # the reason of a full scan put off until the clean-ups end
         self.started = False
 
     # ---- configuration ----
@@ -71,6 +78,8 @@ class BfdLink:
             held = self._release(peer)
             if peer in configured:  # BFD removed from a peer: its routes may be used now
                 released += held
+            else:  # the peer is gone: what was left of a clean-up still has to be applied
+                released += [u for u in held if u.candidate is None]
         for peer in specs:
             if peer not in self.specs and peer not in self.held and self.state.get(peer) != "up" \
                     and not in_use(peer):
@@ -88,11 +97,14 @@ class BfdLink:
         self._gated_origins[origin] = peer
 
     def _release(self, peer: str) -> list[Update]:
+        """The updates that make the RIB what the peer now offers: the rest of a clean-up still
+        under way first, then the held updates."""
+        rest = self.next_cleanup(peer, n=len(self.cleanup[peer][1])) if peer in self.cleanup else []
         held = self.held.pop(peer, {})
         for origin in [o for o, p in self._gated_origins.items() if p == peer]:
             del self._gated_origins[origin]
         self.synced_waiting.discard(peer)
-        return [u for u in held.values() if u.candidate is not None]
+        return rest + [u for u in held.values() if u.candidate is not None]
 
     def gated(self, peer: str) -> bool:
         return peer in self.held
@@ -114,9 +126,11 @@ class BfdLink:
         return out
 
     # ---- state changes ----
-    def changed(self, change: BfdChange, origin: Origin | None, accepted) -> tuple[list[Update], bool]:
-        """A state change of `change.peer` (`origin`: its RIB origin, `accepted()`: its accepted
-        prefixes). Returns (RIB updates to apply now, whether to tear the BGP session down)."""
+    def changed(self, change: BfdChange, origin: Origin | None) -> tuple[list[Update], bool]:
+        """A state change of `change.peer` (`origin`: its RIB origin). Returns (RIB updates to
+        apply now, whether it failed). On a failure the caller repairs forwarding first (the
+        nexthop groups) and only then builds the RIB's clean-up with `withdrawals()`: with 500k
+        routes that list alone takes ~0.4 s."""
         peer = change.peer
         if peer not in self.specs or origin is None:
             return [], False
@@ -130,10 +144,34 @@ class BfdLink:
             return [], False
         self.failures[peer] = self.failures.get(peer, 0) + 1
         self._gate(peer, origin)
-        gone = [Update(p, origin, None) for p in accepted()]
-        log.warning("BFD with %s down (%s, %.0f ms ago): %d routes withdrawn, BGP session torn down "
-                    "(Cease 6/10)", peer, change.diag, (time.monotonic() - change.at) * 1000, len(gone))
-        return gone, True
+        log.warning("BFD with %s down (%s, %.0f ms ago): its routes are withdrawn, BGP session torn down "
+                    "(Cease 6/10)", peer, change.diag, (time.monotonic() - change.at) * 1000)
+        return [], True
+
+    def start_cleanup(self, peer: str, origin: Origin, accepted: list) -> None:
+        """After a failure: the RIB's clean-up, every accepted route of the peer (a `Prefix`, or
+        ``(prefix, path_id)`` for an ADD-PATH path) to withdraw, taken in slices by
+        `next_cleanup` so that the core task never holds the loop for the whole table (at 500k
+        routes that is seconds; another peer's BFD Down must not wait for it)."""
+        self.cleanup[peer] = (origin, accepted, 0)
+        self.cleanup_started[peer] = time.monotonic()
+
+    def next_cleanup(self, peer: str, n: int | None = None) -> list[Update]:
+        """The next slice of `peer`'s clean-up, CLEANUP_SLICE long by default (empty: nothing left)."""
+        if peer not in self.cleanup:
+            return []
+        n = n or CLEANUP_SLICE
+        origin, accepted, at = self.cleanup[peer]
+        out = [Update(p[0], origin, None, p[1]) if p.__class__ is tuple else Update(p, origin, None)
+               for p in accepted[at:at + n]]
+        if at + n >= len(accepted):
+            del self.cleanup[peer]
+            took = time.monotonic() - self.cleanup_started.pop(peer, time.monotonic())
+            log.info("BFD with %s down: RIB clean-up done, %d routes withdrawn in %.3f s", peer,
+                     len(accepted), took)
+        else:
+            self.cleanup[peer] = (origin, accepted, at + n)
+        return out
 
     def view(self, peer: str) -> dict | None:
         """The BFD part of a `show peers` row (None: no BFD for the peer)."""

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 
 from ..config import resolve as cfgmod
-from ..core.bgp import PeerState, PeerStatus, RouteUpdate, SendNotification
+from ..core.bgp import PeerState, PeerStatus, RouteUpdate
 from ..core.gate import SyncGate
 from ..core.rib import Rib
-from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
+from ..fib.netlink import LinkIndex, NetlinkFib, RouteMonitor, ScanInterrupted
 from ..fib.nhg import NhLayer
 from ..fib.reconciler import FibState
 from ..fib.scanner import nexthops_supported
@@ -38,7 +38,8 @@ from ..k8s.cluster import ClusterState
 from ..sources.addresses import node_addresses
 from ..sources.kernel import ConnectedTable, KernelSource
 from ..sources.static import StaticSource
-from .bfd import BFD_DOWN, CEASE, BfdLink
+from .bfd import BfdLink
+from .bfd_events import BfdEvents
 from .bgp import BgpRuntime
 from .bgp_config import peer_key
 from .events import Event, EventQueue
@@ -50,7 +51,7 @@ def _no_notice(reason: str, message: str, warning: bool = False) -> None:
     pass
 
 
-class Routing:
+class Routing(BfdEvents):
     """The routing state of one agent; `imp` is the keyword-named import package."""
 
     def __init__(self, config, *, imp, queue: EventQueue, metrics, state_dir: str,
@@ -118,11 +119,16 @@ class Routing:
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
         self.source_synced("kernel")
 
-    def _dump(self):
+    def _dump(self, interrupt=None):
         """Dump our table; with a table other than main, refresh main's connected routes too."""
         if self.main_netlink is not None:
-            self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump().foreign)))
-        return self.netlink.dump()
+            self._apply_rib(self.rib.set_connected(self.connected.resync(self.main_netlink.dump(interrupt).foreign)))
+        return self.netlink.dump(interrupt)
+
+    def _urgent_waiting(self) -> bool:
+        """Something must not wait for a full scan: a BFD state change (read by its thread, on
+        its way to the loop). The dump gives way and the scan runs again after it."""
+        return self.bfd is not None and self.bfd.client.change_waiting()
 
     def _make_bgp(self, config) -> None:
         self.bgp = BgpRuntime(self.imp, config, cfgmod.distances(config), self.node_addresses(),
@@ -148,35 +154,11 @@ class Routing:
         released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key,
                                       lambda peer: bool(self.bgp.stage.accepted_prefixes(peer)))
         if released:
-            self._apply_rib(self.rib.apply(released))
+            self.apply_withdrawals(released)
+            self.clear_failed()
         if self.bfd.specs and not self.bfd.started and self.bgp_started:
             self.bfd.started = True
             self.spawn(self.bfd.client.start(), "bfd-start")
-
-    def handle_bfd(self, change) -> None:
-        """A BFD state change (`agent.daemon.bfd`): routes withdrawn and the session torn down, or
-        the held routes applied (and the restart gate told, if it waited for them)."""
-        if self.bgp is None or self.bfd is None:
-            return
-        peer = change.peer
-        origin = self.bgp.stage.origin(peer) if peer in self.bgp.peers else None
-        waiting = peer in self.bfd.synced_waiting
-        updates, teardown = self.bfd.changed(change, origin, lambda: self.bgp.stage.accepted_prefixes(peer))
-        if teardown and self.nhg is not None and self.nhg.without_gateway(peer):
-            self.flush_now()  # the groups first (one write each), then the RIB's clean-up
-        session = self.bgp.source.sessions.get(peer)
-        if teardown:
-            if session is not None and session.state is not PeerStatus.DOWN:
-                self.bgp.speaker.send(SendNotification(peer, CEASE, BFD_DOWN))
-            self.notice("BfdSessionDown", f"BFD with {peer} down ({change.diag}): routes withdrawn, "
-                        "BGP session torn down", warning=True)
-        if updates:
-            t0 = time.monotonic()
-            self._apply_rib(self.rib.apply(updates))
-            log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates),
-                     time.monotonic() - t0)
-        if change.new == "up" and waiting:
-            self.source_synced(f"bgp/{peer}")
 
     def _sync_links(self) -> None:
         """Dump the links: the netlink codec needs their indexes, the resolver their state."""
@@ -297,17 +279,36 @@ class Routing:
             log.warning("route %s of ours changed outside route-agent: repairing", ev.prefix)
 
     def full_scan(self, reason: str) -> None:
+        if self.bfd is not None and self.bfd.cleanup:  # after a BFD failure's clean-up (bfd_events)
+            if self.bfd.scan_waiting is None:
+                log.info("full kernel scan (%s) waits for the clean-up after a BFD failure", reason)
+            self.bfd.scan_waiting = self.bfd.scan_waiting or reason
+            return
         self.metrics.resyncs.labels(reason).inc()
         if reason != "periodic":
             log.info("full kernel scan: %s", reason)
         if self.bgp is not None:
             self.bgp.set_node_addresses(self.node_addresses())
+        t0 = time.monotonic()
         self._sync_links()
-        dump = self._dump()
+        try:
+            dump = self._dump(self._urgent_waiting)
+        except ScanInterrupted:
+            log.info("full kernel scan (%s) gave way to a BFD state change after %.3f s; it runs again "
+                     "after it", reason, time.monotonic() - t0)
+            self.queue.put(Event("scan", reason))
+            return
+        t1 = time.monotonic()
         if self.nhg is not None:
             self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)
         self.fib.resync(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
+        t2 = time.monotonic()
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
+        took = time.monotonic() - t0
+        if took > 0.25:
+            log.info("full kernel scan (%s): %d routes of ours, %d foreign; dump %.3f s, our state %.3f s, "
+                     "foreign routes %.3f s", reason, len(dump.ours), len(dump.foreign), t1 - t0, t2 - t1,
+                     took - (t2 - t0))
 
     # ---------------------------------------------------------------- BGP
     def handle_bgp(self, events) -> None:

@@ -47,25 +47,54 @@ class FibWriter:
         self._flushing = False
         self._flush_after_gate = False
         self._synced_once = False
+        self._inflight_objects: set[int] = set()  # nexthop objects the batch in flight writes
 
     def flush(self, retry_failed: bool = False) -> None:
         """Hand the planned ops to the writer thread; at most one batch is in flight. The core
         task keeps taking events meanwhile; the result comes back as a "flushed" event."""
         if self._flushing:
+            self._inject_urgent()
             return
         r = self.routing
         ops = r.fib.plan(retry_failed)
         kops = r.nhg.expand(ops, retry_failed) if r.nhg is not None else ops
+        if r.nhg is not None and r.nhg.settled:  # already true in the kernel: done, no write
+            settled = r.nhg.take_settled()
+            r.fib.done(settled, ())
+            if len(settled) == len(ops):
+                ops = []
+            else:
+                ids = {id(o) for o in settled}
+                ops = [o for o in ops if id(o) not in ids]
         if not kops:
             self._check_ready()
             return
         log.debug("writing %d route ops in %d kernel ops (gate %s)", len(ops), len(kops),
                   "open" if r.gate.open else "closed")
         self._flushing = True
+        self._inflight_objects = {k.id for k in kops if k.__class__ is NhOp}
         self._flush_after_gate = r.gate.open
         t0 = time.perf_counter()
         future = asyncio.get_running_loop().run_in_executor(self._executor, r.netlink.apply, kops)
         future.add_done_callback(lambda f: self.queue.put(Event("flushed", (ops, kops, f, t0))))
+
+    def _inject_urgent(self) -> None:
+        """A batch is in flight and urgent group replaces wait (a BFD failure,
+        `NhLayer.without_gateway`): hand them to the writer thread, which sends them at its
+        next batch boundary instead of after the whole batch. Not when the batch writes one of
+        those objects itself (their order would then be the kernel's guess): they wait for it."""
+        nhg = self.routing.nhg
+        inject = getattr(self.routing.netlink, "inject", None)
+        if nhg is None or not nhg.urgent or inject is None:
+            return
+        urgent = nhg.urgent
+        if any(k.id in self._inflight_objects for k in urgent):
+            return
+        nhg.urgent = []
+        if inject(urgent):
+            log.info("%d urgent nexthop group writes overtake the batch in flight", len(urgent))
+        else:
+            nhg.urgent = urgent + nhg.urgent  # the batch is being finished: they go with the next
 
     def flushed(self, data) -> None:
         ops, kops, future, t0 = data
@@ -80,6 +109,10 @@ class FibWriter:
             log.warning("netlink %s %s failed: %s", e.op.kind.value, _describe(e.op), e.message)
         kernel_errors = errors
         if self.routing.nhg is not None:
+            take_injected = getattr(self.routing.netlink, "take_injected", None)
+            for injected, failed in take_injected() if take_injected is not None else ():
+                self.routing.nhg.done(injected, failed)  # (group replaces: no route op rides on them)
+                kernel_errors = kernel_errors + failed
             errors = self.routing.nhg.done(kops, errors)
         self.routing.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)

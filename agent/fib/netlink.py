@@ -22,14 +22,14 @@ from __future__ import annotations
 from .links import LinkIndex, LinkSnapshot
 from .monitor import RouteMonitor, attach_drop_own_additions
 from .nhg import nh_deletes
-from .nlsock import DEFAULT_BUFFER, NlSocket, SocketBusy, open_socket
+from .nlsock import DEFAULT_BUFFER, NlSocket, ScanInterrupted, SocketBusy, open_socket
 from .scanner import NetlinkScanner, dump_addresses, dump_links
 from .types import Dump, FibSettings, Link, Op, OpError, OpKind
 from .writer import BATCH, NetlinkWriter
 
 __all__ = [
     "BATCH", "DEFAULT_BUFFER", "LinkIndex", "LinkSnapshot", "NetlinkFib", "NetlinkScanner",
-    "NetlinkWriter", "NlSocket", "RouteMonitor", "SocketBusy", "attach_drop_own_additions",
+    "NetlinkWriter", "NlSocket", "RouteMonitor", "ScanInterrupted", "SocketBusy", "attach_drop_own_additions",
     "dump_addresses", "dump_links", "flush_ours", "open_socket",
 ]
 
@@ -63,6 +63,13 @@ class NetlinkFib:
         """Send every op, batched; return the failures only, in the order of `ops`."""
         return self.writer.apply(ops)
 
+    def inject(self, kops) -> bool:
+        """Urgent ops for the `apply()` under way (any thread; `NetlinkWriter.inject`)."""
+        return self.writer.inject(kops)
+
+    def take_injected(self) -> list:
+        return self.writer.take_injected()
+
     @property
     def batch(self) -> int:
         return self.writer.batch
@@ -83,10 +90,10 @@ class NetlinkFib:
     def links_dump(self) -> list[Link]:
         return self.scanner.links_dump()
 
-    def dump(self) -> Dump:
+    def dump(self, interrupt=None) -> Dump:
         """Every route of the configured table: ours by prefix (`extra`: more of ours on one
-        prefix) and the foreign ones."""
-        return self.scanner.dump()
+        prefix) and the foreign ones; `interrupt`: see `NetlinkScanner.dump`."""
+        return self.scanner.dump(interrupt)
 
 
 def flush_ours(settings: FibSettings, links: LinkIndex | None = None) -> list[OpError]:

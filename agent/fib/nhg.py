@@ -33,7 +33,10 @@ RIB and cannot send a prefix to a peer that never announced it; the price is tha
 spread over several plans (a peer re-sending its table UPDATE by UPDATE) costs route writes,
 which is the slow, non-urgent direction. New routes wanting S reuse the group indexed for S
 (`by_key`); two groups may end up with the same members (one of them changed in place), which is
-harmless.
+harmless. **A route op whose group already is what it wants** (BFD shrank the group ahead of the
+RIB, `without_gateway`: the kernel forwards as the RIB is about to decide) needs no write at all:
+`expand` settles it (`take_settled`), however many of the group's users the plan holds, so the
+RIB's clean-up after a failure may come in slices.
 
 Ids: ours are allocated from ``protocol << 20`` upwards, skipping every id the kernel has
 (foreign objects are never written, only read to expand routes that point at them). An ADD that
@@ -113,7 +116,9 @@ class NhLayer:
         self.gate_open = False
         self.group_writes = 0  # in-place group replaces confirmed (metrics, tests)
         self.urgent: list[NhOp] = []  # group shrinks ahead of the RIB (`without_gateway`)
-        self.shrunk: set[int] = set()  # groups shrunk so: the RIB's matching plan is one write
+        # route ops of `expand` that need no kernel write (their group already is what they
+        # want): the caller records them as done at once (`take_settled`)
+        self.settled: list[Op] = []
         self._base = max(1, protocol << 20)
         self._next = self._base
 
@@ -186,9 +191,10 @@ class NhLayer:
         REPLACE of every group of ours that has members through `gateway` and members that do
         not, keeping the others (groups only through `gateway` cannot be emptied: the RIB's
         clean-up deals with their routes). They go first in the next batch (`expand`); the
-        routes keep their group. When the RIB's clean-up then moves every user of such a group
-        to exactly its remaining members, that is one (idempotent) group write carrying all the
-        route ops, not a route write each. Returns the number of groups planned."""
+        routes keep their group. When the RIB's clean-up then moves users of such a group to
+        exactly its remaining members (all of them at once or a slice at a time), that needs no
+        kernel write at all: `expand` settles those route ops (`take_settled`). Returns the
+        number of groups planned."""
         for gid, obj in self.objects.items():
             if not obj.members:
                 continue
@@ -196,7 +202,6 @@ class NhLayer:
                          if (h := self.objects.get(m)) is None or h.hop is None or h.hop.gateway != gateway)
             if keep and len(keep) < len(obj.members):
                 self.urgent.append(NhOp(REPLACE, gid, 0, None, keep))
-                self.shrunk.add(gid)
         return len(self.urgent)
 
     def expand(self, ops: Sequence[Op], retry_failed: bool = False) -> list:
@@ -217,11 +222,11 @@ class NhLayer:
         for gid, gops in moving.items():
             key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
-            if key is not None and key == old and gid in self.shrunk \
-                    and len(gops) == self.users.get(gid, 0):  # the RIB caught up: one write
-                self.shrunk.discard(gid)
-                groups.append(NhOp(REPLACE, gid, 0, None, self.objects[gid].members, tuple(gops)))
-                changing.add(gid)
+            if key is not None and key == old:
+                # the group already is what these routes want (shrunk in place ahead of the
+                # RIB, `without_gateway`): the RIB caught up, nothing to write, however many
+                # of the group's users this plan holds
+                self.settled += gops
                 carried.update(id(o) for o in gops)
                 continue
             if (key is None or key == old or old[0] != "g" or key[1] != old[1]
@@ -256,6 +261,12 @@ class NhLayer:
         elif not kops:
             kops = self._garbage(retry_failed)
         return kops
+
+    def take_settled(self) -> list[Op]:
+        """The route ops the last `expand` found already true in the kernel (to record as done;
+        they are not among its kernel ops)."""
+        out, self.settled = self.settled, []
+        return out
 
     def _group_of(self, op: Op, planned: dict, singles: list, groups: list, changing: set) -> int | None:
         """The group `op`'s route goes through (None: a plain route), planned or new."""
@@ -324,7 +335,7 @@ class NhLayer:
                 if err is not None:
                     out.append(OpError(k.op, err.errno, err.message))
                     continue
-                (_kind, prefix, route), nhid = k  # _set_via, inlined: one per route
+                (_kind, prefix, route), nhid = k  # the route now points at `nhid`
                 old = via.get(prefix)
                 if old is not None and old[0] != nhid:
                     self._drop_via(prefix)
@@ -382,15 +393,6 @@ class NhLayer:
             pair = self._pairs[key] = key
         self._last_pair = pair
         return pair
-
-    def _set_via(self, prefix: Prefix, nhid: int, metric: int) -> None:
-        old = self.via.get(prefix)
-        if old is not None and old[0] != nhid:
-            self._drop_via(prefix)
-            old = None
-        self.via[prefix] = self._pair(nhid, metric)
-        if old is None:
-            self.users[nhid] = self.users.get(nhid, 0) + 1
 
     def _drop_via(self, prefix: Prefix) -> None:
         old = self.via.pop(prefix, None)

@@ -196,17 +196,26 @@ class NlSocket:
 OnMessage = Callable[[int, bytes, int, int], None]
 
 
-def dump(sock: NlSocket, request: bytes, seq: int, on_message: OnMessage) -> bool:
+class ScanInterrupted(Exception):
+    """A dump gave way to something more urgent (its `interrupt()` said so); nothing of it is
+    used, and `NlSocket.owned` replaces the socket (the rest of the dump is never read)."""
+
+
+def dump(sock: NlSocket, request: bytes, seq: int, on_message: OnMessage,
+         interrupt: Callable[[], bool] | None = None) -> bool:
     """Send a dump request and feed each reply message to `on_message(type, buf, off, end)`.
 
     Returns False when the kernel flagged the dump as interrupted (NLM_F_DUMP_INTR), True
     otherwise. A missing table (ENOENT) is an empty dump; other errors raise OSError, a reply
-    that stops coming raises TimeoutError. Call it inside `sock.owned()`.
+    that stops coming raises TimeoutError. `interrupt()` is asked after every datagram read:
+    True raises ScanInterrupted. Call it inside `sock.owned()`.
     """
     sock.send(request)
     consistent = True
     while True:
         buf = sock.recv()
+        if interrupt is not None and interrupt():
+            raise ScanInterrupted()
         for mtype, mflags, mseq, off, end in iter_messages(buf):
             if mseq != seq:
                 continue  # a stale reply of an exchange abandoned on this socket

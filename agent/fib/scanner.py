@@ -24,7 +24,7 @@ kernel once whether it has nexthop objects at all (an RTM_GETNEXTHOP dump; Linux
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from . import codec
 from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder
@@ -75,7 +75,7 @@ def dump_addresses(sock: NlSocket | None = None) -> list[tuple[str, int, int]]:
     return _dump_objects(codec.RTM_GETADDR, codec.RTM_NEWADDR, decode_address, sock)
 
 
-def dump_nexthops(sock: NlSocket, name_of) -> dict[int, NhObject]:
+def dump_nexthops(sock: NlSocket, name_of, interrupt=None) -> dict[int, NhObject]:
     """Every nexthop object of the namespace, by id (call inside `sock.owned()`)."""
     for _attempt in range(3):
         out: dict[int, NhObject] = {}
@@ -87,7 +87,7 @@ def dump_nexthops(sock: NlSocket, name_of) -> dict[int, NhObject]:
                     out[obj.id] = obj
 
         seq = sock.seq.take()
-        if dump(sock, encode_nh_dump_request(seq), seq, on_message):
+        if dump(sock, encode_nh_dump_request(seq), seq, on_message, interrupt):
             break
     return out
 
@@ -129,27 +129,29 @@ class NetlinkScanner:
     def links_dump(self) -> list[Link]:
         return dump_links(self.sock, self.settings)
 
-    def dump(self) -> Dump:
-        """Every route of the configured table, ours by prefix and the foreign ones."""
+    def dump(self, interrupt: Callable[[], bool] | None = None) -> Dump:
+        """Every route of the configured table, ours by prefix and the foreign ones. `interrupt`:
+        asked after every datagram; True abandons the dump (`ScanInterrupted` is raised)."""
         self._sync_links()
         with self.sock.owned():
             for _attempt in range(3):
                 nh = None
                 if self.settings.nexthop_objects == "on":
-                    nh = dump_nexthops(self.sock, self._snapshot.name_of)
+                    nh = dump_nexthops(self.sock, self._snapshot.name_of, interrupt)
                     self.decoder.nh_of = expand_all(nh)
                     self.decoder.invalidate()
                 ours: dict = {}
                 extra: dict = {}
                 nhid: dict = {}
                 foreign: list[ForeignRoute] = []
-                consistent = all(self._dump_family(f, ours, extra, foreign, nhid)
+                consistent = all(self._dump_family(f, ours, extra, foreign, nhid, interrupt)
                                  for f in (socket.AF_INET, socket.AF_INET6))
                 if consistent:
                     break
         return Dump(ours, foreign, extra, nh, nhid)
 
-    def _dump_family(self, family: int, ours: dict, extra: dict, foreign: list, nhid: dict) -> bool:
+    def _dump_family(self, family: int, ours: dict, extra: dict, foreign: list, nhid: dict,
+                     interrupt: Callable[[], bool] | None) -> bool:
         decoder = self.decoder
         route = decoder.route
         protocol, metric = self.settings.protocol, self.settings.metric
@@ -178,4 +180,4 @@ class NetlinkScanner:
 
         seq = self.sock.seq.take()
         request = encode_dump_request(RTM_GETROUTE, family, seq, self.settings.table)
-        return dump(self.sock, request, seq, on_message)
+        return dump(self.sock, request, seq, on_message, interrupt)

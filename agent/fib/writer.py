@@ -16,6 +16,13 @@ happens inside send() with the GIL released); apply() still returns only once ev
 acknowledged, so callers see a plain synchronous call. A batch whose final ACK does not come
 within `REPLY_TIMEOUT` raises TimeoutError (the caller rescans: the batch's fate is unknown).
 
+**Urgent writes overtake a batch in flight.** `inject(ops)`, from another thread while `apply()`
+runs, queues ops (a BFD failure's nexthop group replaces) that `apply()` sends at its next batch
+boundary, ahead of its remaining batches: they wait for at most one batch of ~1024 messages, not
+for the whole call (hundreds of thousands of routes while a table is learned). Their outcome is
+collected with `take_injected()` once `apply()` returned. When no `apply()` is under way (or it
+has sent its last batch) `inject` says no and the caller writes them itself.
+
 Interface names are resolved with the `LinkSnapshot` current when `apply()` starts, one
 immutable map for the whole call; the LinkIndex itself is changed only by its owner thread.
 The batch size shrinks with a small receive buffer so a batch in which every op fails still
@@ -27,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures
 import errno
 import os
+import threading
 import time
 from typing import Sequence
 
@@ -59,6 +67,44 @@ class NetlinkWriter:
         self.ops_sent = 0  # messages handed to the kernel
         self.errors = 0  # failures returned by apply()
         self.replies_lost = 0  # batches whose replies overflowed the socket (resync advised)
+        self._inject_lock = threading.Lock()
+        self._accepting = False  # an apply() is under way and has batches left to send
+        self._injected: list = []  # urgent ops waiting for its next batch boundary
+        self._injected_done: list[tuple[list, list]] = []  # (ops, [(index, OpError)]) sent
+
+    def inject(self, ops: Sequence) -> bool:
+        """Send `ops` at the running `apply()`'s next batch boundary (any thread); False when
+        none is under way: the caller sends them itself."""
+        with self._inject_lock:
+            if not self._accepting:
+                return False
+            self._injected.extend(ops)
+            return True
+
+    def take_injected(self) -> list[tuple[list, list[OpError]]]:
+        """The injected ops sent by the last `apply()` and their failures (call after it returned)."""
+        done, self._injected_done = self._injected_done, []
+        return [(ops, [e for _i, e in sorted(failures, key=lambda f: f[0])]) for ops, failures in done]
+
+    def _send_injected(self, send) -> None:
+        with self._inject_lock:
+            todo, self._injected = self._injected, []
+        if not todo:
+            return
+        failures: list[tuple[int, OpError]] = []
+        first = self.sock.seq.take(len(todo))
+        ops, index, msgs = [], [], []
+        for i, op in enumerate(todo):
+            try:
+                msgs.append(self.encoder.encode(op, first + len(ops)))
+            except (LookupError, ValueError, TypeError):  # (UnknownDevice is a LookupError)
+                failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
+                continue
+            ops.append(op)
+            index.append(i)
+        self._injected_done.append((todo, failures))
+        if ops:
+            send(first, ops, index, msgs, failures)
 
     def _sender(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._pool is None:
@@ -80,7 +126,17 @@ class NetlinkWriter:
     def apply(self, ops: Sequence[Op]) -> list[OpError]:
         """Send every op, batched; return the failures only, in the order of `ops`."""
         with self.sock.owned():
-            return self._apply(ops)
+            with self._inject_lock:
+                self._accepting = True
+            try:
+                return self._apply(ops)
+            finally:
+                with self._inject_lock:
+                    self._accepting = False
+                    unsent, self._injected = self._injected, []
+                if unsent:  # the call failed before it could send them
+                    self._injected_done.append(
+                        (unsent, [(i, OpError(op, errno.EIO, "not sent: the batch failed")) for i, op in enumerate(unsent)]))
 
     def _apply(self, ops: Sequence[Op]) -> list[OpError]:
         self._sync_links()
@@ -99,6 +155,8 @@ class NetlinkWriter:
         i, n = 0, len(ops)
         try:
             while i < n:
+                if self._injected:  # urgent ops from another thread go next
+                    self._send_injected(send)
                 first = seq.take(batch)
                 # the common case: a whole batch encodes and fits the byte bound (one comprehension)
                 chunk = ops[i:i + batch]
@@ -131,6 +189,9 @@ class NetlinkWriter:
                     i += 1
                 if batch_ops:
                     send(first, batch_ops, batch_index, batch_msgs, failures)
+            with self._inject_lock:
+                self._accepting = False
+            self._send_injected(send)  # what came while the last batch was encoded
         finally:
             for future in sent:
                 future.exception()  # every batch has finished before the socket is released
