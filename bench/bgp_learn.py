@@ -62,7 +62,10 @@ table also the agent's bytes per route, as RSS / routes and as the growth from t
 before the session came up (sampled every 0.2 s). CPU seconds per process during each run show
 where the time goes, and the seconds each receiver process spent runnable but waiting for a core
 (/proc/PID/schedstat) with the machine's load average before and after each run show how much
-other work on the same cores skewed it. --profile DIR adds one cProfile'd agent run per table (not
+other work on the same cores skewed it. For the agent, the CPU it used while learning (from its
+last sample before Established to the end point; user, system, and its main thread, which runs
+the core task: the rest is the FIB writer's threads and the kernel's work in them) says whether
+it was busy all along or waiting (on ExaBGP, on a core). --profile DIR adds one cProfile'd agent run per table (not
 timed) and prints the top functions.
 
 Output: one line per run, min / median per receiver and table, then as the last line one JSON
@@ -72,6 +75,7 @@ object with, per table, `ratio_bird_<table>` (agent / BIRD->BIRD->kernel, best r
 
     sudo .venv/bin/python bench/bgp_learn.py [--only shared,distinct,full] [--scale 0.2] [--repeat 3]
                                              [--updates raw] [--receivers agent,bird]
+                                             [--nexthop-objects auto|on|off]
 """
 
 from __future__ import annotations
@@ -240,7 +244,7 @@ spec: {{updates: {updates}}}
 
 
 def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str | None = None,
-            updates: str = "raw") -> dict:
+            updates: str = "raw", nexthop_objects: str = "auto") -> dict:
     """One measurement of receiver `kind` (agent | bird | exabgp_alone) in fresh namespaces; the
     agent and ExaBGP alone get UPDATEs from ExaBGP as `updates` (json | raw)."""
     from contextlib import ExitStack
@@ -249,7 +253,8 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
     from testlab.fibwatch import Watcher
 
     n, fams = table.n, table.families
-    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER.format(updates=updates))
+    yaml_text = agent_yaml(families=fams, extra_docs=SPEAKER.format(updates=updates),
+                           fib={"nexthopObjects": f'"{nexthop_objects}"'} if nexthop_objects != "auto" else None)
     with ExitStack() as stack:
         lab = Lab(os.path.join(workdir, "lab"), stack, peer_bird_config(statics=table.tor, families=fams),
                   tag="bl", ipv6=6 in fams)
@@ -300,6 +305,7 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
             if end["count"] < n:
                 raise TimeoutError(f"{kind}: only {end['count']} of {n} routes in the kernel after {timeout}s")
         res["count"] = end["count"]
+        cpu_end = sampler.sample() if sampler is not None else None
         # ---- resources at the end point (before anything is stopped)
         res["tor_bird_cpu_s"] = round(proc_cpu(lab.bird.proc.pid) - cpu0, 2)
         if kind == "agent":
@@ -325,6 +331,10 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
             base = sampler.at(ups[0])
             if base is not None:
                 res["agent_rss_base_mib"] = round(base, 1)
+            cpu = sampler.cpu_since(ups[0], cpu_end)
+            if cpu is not None:  # the agent's CPU while it learned (from the sample before Established)
+                res["agent_learn_cpu"] = {k: round(v, 2) for k, v in cpu.items() if k != "since"}
+                res["agent_learn_cpu"]["wall"] = round(end["t_end"] - cpu["since"], 2)
     return res
 
 
@@ -335,6 +345,10 @@ def describe(r: dict) -> str:
         if key in r:
             extra.append(f"{key[:-6]} {r[key]}s")
     note = notes(r)
+    c = r.get("agent_learn_cpu")
+    if c:
+        note += (f" [agent while learning: {c['user'] + c['sys']:.2f} CPU-s (user {c['user']:.2f}, sys {c['sys']:.2f};"
+                 f" main thread {c['main']:.2f}) in {c['wall']:.2f} s]")
     if r.get("watch_method", "notifications") != "notifications":
         note += f" [watcher: {r['watch_method']}]"
     if r.get("poke_error"):
@@ -438,6 +452,8 @@ def main() -> int:
     ap.add_argument("--receivers", default="agent,exabgp_alone,bird", help="receivers to run (comma list)")
     ap.add_argument("--updates", choices=("json", "raw"), default="raw",
                     help="how ExaBGP hands UPDATEs to the agent and to ExaBGP alone's helper (BgpSpeaker spec.updates)")
+    ap.add_argument("--nexthop-objects", choices=("auto", "on", "off"), default="auto",
+                    help="the agent's spec.fib.nexthopObjects (auto: its default)")
     common_options(ap, runs_of="each receiver and table", only=",".join(TABLES),
                    only_help=f"tables to run (comma list of {', '.join(TABLES)})",
                    profile_help="also run the agent once per table under cProfile")
@@ -467,7 +483,8 @@ def main() -> int:
               f"to all N in the kernel (ExaBGP alone: N decoded); UPDATEs from ExaBGP as {args.updates}; "
               f"{args.repeat} run(s) each; load {loadavg()}", flush=True)
         for _, (kind, table), d in rounds(workdir, args.repeat, items, args.keep):
-            r = run_one(kind, table, d, args.timeout * max(1.0, table.n / 500000), updates=args.updates)
+            r = run_one(kind, table, d, args.timeout * max(1.0, table.n / 500000), updates=args.updates,
+                        nexthop_objects=args.nexthop_objects)
             runs.append(r)
             print(describe(r), flush=True)
         if args.profile:
@@ -480,6 +497,7 @@ def main() -> int:
                 print_profile(path)
     result, ok = report(tables, runs, args.repeat)
     result["updates"] = args.updates
+    result["nexthop_objects"] = args.nexthop_objects
     return finish(result, ok)
 
 

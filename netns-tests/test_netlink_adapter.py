@@ -252,6 +252,19 @@ def test_errors_across_batches(ns):
         assert len(ns.ours()) == 980
 
 
+def test_unencodable_ops_across_batches(ns):
+    """An op that cannot be encoded (unknown device) inside a batch: the batch is built op by op,
+    the op fails with ENODEV unsent, and every other op of that batch and the next is written."""
+    links = LinkIndex.from_kernel()
+    with NetlinkFib(FibSettings(), links, batch=64) as fib:
+        nodev = kr(NextHop("192.0.2.2", "nosuchdev"))
+        ops = [Op(OpKind.REPLACE, Prefix.of(4, (10 << 24) | (7 << 16) | (i << 8), 24), nodev if i % 70 == 3 else GW0)
+               for i in range(250)]
+        errors = fib.apply(ops)
+        assert [(e.op, e.errno) for e in errors] == [(o, errno.ENODEV) for i, o in enumerate(ops) if i % 70 == 3]
+        assert len(ns.ours()) == 250 - 4 and fib.ops_sent == 246
+
+
 def test_dump_splits_ours_and_foreign(ns, fib):
     assert fib.apply([op(OpKind.REPLACE, "10.60.0.0/16", GW0),
                       op(OpKind.REPLACE, "2001:db8:60::/48", kr(NextHop("2001:db8:b::2", "v1")))]) == []

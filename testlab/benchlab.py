@@ -46,7 +46,7 @@ from datetime import datetime
 
 from testlab.bird import Bird, bgp_protocol, read_reply
 from testlab.netns import agent_cmd, ip, namespace, sysctl, veth_between
-from testlab.procstat import children, proc_rss_mib, read_pid, stop
+from testlab.procstat import children, proc_cpu_split, proc_rss_mib, read_pid, stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_ADDR, NODE_ADDR = "10.0.0.1", "10.0.0.254"
@@ -409,22 +409,42 @@ def loadavg() -> list[float]:
 
 
 class RssSampler(threading.Thread):
-    """The RSS of process `pid` every `interval` seconds: `samples` of (wall-clock time, MiB);
-    `at(t)` is the last sample taken at or before `t` (the baseline before a table arrives)."""
+    """The RSS and CPU of process `pid` every `interval` seconds: `samples` of (wall-clock time,
+    MiB, (user, system) seconds of the process, (user, system) of its main thread); `at(t)` is
+    the RSS of the last sample taken at or before `t` (the baseline before a table arrives),
+    `cpu_since(t, end)` the CPU used from that sample to `end` (a `sample()` taken at the end
+    point): a busy process's CPU over a measurement."""
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         super().__init__(daemon=True, name="rss-sampler")
         self.pid, self.interval = pid, interval
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float, tuple[float, float], tuple[float, float]]] = []
         self.stop = threading.Event()
+
+    def sample(self) -> tuple:
+        return (time.time(), proc_rss_mib(self.pid), proc_cpu_split(self.pid), proc_cpu_split(self.pid, self.pid))
 
     def run(self) -> None:
         while not self.stop.wait(self.interval):
-            self.samples.append((time.time(), proc_rss_mib(self.pid)))
+            self.samples.append(self.sample())
+
+    def _before(self, t: float) -> tuple | None:
+        before = [s for s in self.samples if s[0] <= t and s[1]]
+        return before[-1] if before else None
 
     def at(self, t: float) -> float | None:
-        before = [rss for ts, rss in self.samples if ts <= t and rss]
-        return before[-1] if before else None
+        s = self._before(t)
+        return s[1] if s else None
+
+    def cpu_since(self, t: float, now: tuple) -> dict | None:
+        """CPU seconds of the process from the last sample at or before `t` until the sample
+        `now`: ``user``, ``sys`` and ``main`` (its main thread, user + system), and ``since``
+        (that first sample's time)."""
+        s = self._before(t)
+        if s is None:
+            return None
+        return {"user": now[2][0] - s[2][0], "sys": now[2][1] - s[2][1],
+                "main": sum(now[3]) - sum(s[3]), "since": s[0]}
 
     def close(self) -> None:
         self.stop.set()

@@ -1,6 +1,7 @@
 """What benchmarks read about processes from /proc, and how they stop them.
 
-DOC: `proc_cpu(pid)` (user + system seconds), `proc_rss_mib(pid)`, `self_rss()` (bytes, this
+DOC: `proc_cpu(pid)` (user + system seconds), `proc_cpu_split(pid, tid=None)` ((user, system) of
+a process or one of its threads), `proc_rss_mib(pid)`, `self_rss()` (bytes, this
 process, from statm: cheap enough to take around a measurement), `cpu_s`/`rss_mib` of a list of
 pids (summed), `usage({name: pids})` (``NAME_cpu_s`` and ``NAME_rss_mib``, rounded as reported),
 `children(pid)`, `read_pid(file)`, `stop(proc)` (SIGTERM, then SIGKILL), and `WriteWatch`: the
@@ -26,6 +27,18 @@ def proc_cpu(pid: int | None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, TypeError, IndexError, ValueError):
         return 0.0
+
+
+def proc_cpu_split(pid: int | None, tid: int | None = None) -> tuple[float, float]:
+    """(user, system) seconds of `pid`, or of its thread `tid` ((0, 0) if gone)."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid is not None else f"/proc/{pid}/stat"
+    try:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+    except (OSError, TypeError, IndexError, ValueError):
+        return 0.0, 0.0
 
 
 def proc_rss_mib(pid: int | None) -> float:

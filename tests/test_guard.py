@@ -191,6 +191,20 @@ def test_bucket_fast_path_keeps_every_verdict():
     assert g.check(Prefix.parse("198.51.100.0/24"), "172.16.5.9").reason.value == "next_hop_is_node"
 
 
+@pytest.mark.parametrize("nexthop", ["192.0.2.1", "192.0.2.10", "2001:db8::10", "127.0.0.1", None])
+@pytest.mark.parametrize("kwargs", [{}, {"allow_default": True}, {"allow_covering": True}])
+def test_batch_check_agrees_with_check(guard, nexthop, kwargs):
+    """`refused` (one UPDATE's prefixes at once) gives exactly `check`'s verdict for each prefix:
+    every case of the table, in one batch, with good and refused next hops."""
+    prefixes = [P(c[1]) for c in CASES] + [P(t) for t in (
+        "198.51.100.0/24", "2a00:1::/32", "1.0.0.0/8", "1.2.3.0/24", "0:1::/32", "::2/128", "fec0::/16", "fe90::/32")]
+    got = guard.refused(prefixes, nexthop, **kwargs) or {}
+    want = {p: v for p in prefixes if (v := guard.check(p, nexthop, **kwargs)) is not None}
+    assert got == want
+    assert all(got[p] is want[p] for p in want)  # the shared verdict objects
+    assert (guard.refused([P("203.0.114.0/24")], nexthop, **kwargs) is None) == (nexthop in ("192.0.2.1", None))
+
+
 @pytest.mark.parametrize("nexthop,reason", [
     ("0.0.0.0", Reason.BAD_NEXT_HOP),
     ("0.1.2.3", Reason.BAD_NEXT_HOP),  # 0.0.0.0/8: "this network"

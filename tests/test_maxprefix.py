@@ -131,3 +131,24 @@ def test_release_never_goes_negative_and_forget():
     assert admit(t, 2) == [D.OK, D.TEARDOWN]
     t.forget(PEER)
     assert t.status(PEER, 4).state is State.OK and t.may_connect(PEER, 0.0)
+
+
+def test_room_is_what_admit_takes_without_a_decision():
+    """`room` counts the admissions that would be OK one after the other; `add` of them equals
+    that many `admit` calls (the import stage's batch shortcut)."""
+    for action in (Action.WARN, Action.DISCARD_EXTRA, Action.TEARDOWN):
+        a, b = MaxPrefix(), MaxPrefix()
+        for m in (a, b):
+            m.configure("p", 4, Limit(5, action))
+            m.admit("p", 4)
+        assert a.room("p", 4) == 4
+        a.add("p", 4, 4)
+        assert [b.admit("p", 4) for _ in range(4)] == [D.OK] * 4
+        assert a.count("p", 4) == b.count("p", 4) == 5 and a.room("p", 4) == 0
+        assert a.admit("p", 4) == b.admit("p", 4) != D.OK
+    m = MaxPrefix()
+    assert m.room("q", 6) > 10**9  # no limit
+    m.configure("q", 6, Limit(1, Action.TEARDOWN))
+    m.admit("q", 6)
+    assert m.admit("q", 6) == D.TEARDOWN
+    assert m.room("q", 4) == 0  # torn down: every family asks admit (DISCARD)

@@ -103,6 +103,7 @@ class Rib:
         changes: dict[Prefix, KernelRoute | None] = {}
         routes, desired, set_, counts = self._routes, self.desired, self._set, self.counts
         single = self._single_cache
+        added_origin, added = None, 0  # new prefixes of one origin, counted once (Origin's hash is Python)
         for prefix, origin, cand, path_id in updates:
             if prefix not in before:
                 cur = routes.get(prefix)
@@ -110,7 +111,11 @@ class Rib:
                     if cand is not None and not origin.kind.foreign:
                         # a new prefix with one candidate: the common case of a big table
                         routes[prefix] = cand
-                        counts[origin] += 1
+                        if origin is not added_origin:
+                            if added:
+                                counts[added_origin] += added
+                            added_origin, added = origin, 0
+                        added += 1
                         hit = single.get(id(cand))  # desired(prefix), inlined for the hot path
                         if hit is not None and hit[0] is cand and hit[1] == generation:
                             route = hit[2]
@@ -125,7 +130,12 @@ class Rib:
                     before[prefix] = None
                 else:
                     before[prefix] = desired(prefix)
+            if added:  # (exact counts before a change that may decrement them)
+                counts[added_origin] += added
+                added_origin, added = None, 0
             set_(prefix, origin, cand, path_id)
+        if added:
+            counts[added_origin] += added
         if self.resolver.generation != generation:
             return self.reevaluate() | {p: desired(p) for p in (before | changes)}
         for prefix, old in before.items():
@@ -300,11 +310,11 @@ class Rib:
         generation = self.resolver.generation
         hops = c.nexthops
         plain = c.distance < NEVER_INSTALL and c.type is RouteType.UNICAST and not c.origin.kind.foreign
-        if plain:
-            hit = self._hops_cache.get(id(hops))
-            if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
-                return hit[3]
-        route, recursive = self._single(c, prefix)
+        hit = self._hops_cache.get(id(hops)) if plain else None
+        if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
+            route, recursive = hit[3], False  # remembered for `c` below: its next prefix costs no call
+        else:
+            route, recursive = self._single(c, prefix)
         if not recursive:  # a recursive result depends on the prefix: not shareable
             if len(self._single_cache) > 8192:  # (a candidate's prefixes come together)
                 self._single_cache.clear()

@@ -11,6 +11,8 @@ operation, so it is built once and cached together with a `Struct` that packs he
 tail in a single call: encoding one op is one dict lookup and one `pack`. Device names become
 ifindexes through the `index_of` mapping given to the encoder (the LinkIndex's live dict); call
 `invalidate()` when links change. A name that is not in the mapping raises `UnknownDevice`.
+A route through a nexthop object (`NhRouteOp`) is cached the same way, per route, family,
+operation and nexthop id (its bytes are `nhcodec.encode_nh_route`'s, which the tests compare).
 
 * ADD: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_EXCL.  REPLACE: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_REPLACE.
 * DELETE: RTM_DELROUTE carrying only dst, table, protocol and metric (type unspec, scope
@@ -63,8 +65,8 @@ from .codec import (
     _HDR,
     _V6_FLAG,
 )
-from .nhcodec import encode_nh, encode_nh_route
-from .types import FibSettings, NhOp, NhRouteOp, Op, OpKind
+from .nhcodec import RTA_NH_ID, encode_nh
+from .types import FibSettings, NhRouteOp, Op, OpKind
 
 
 class UnknownDevice(LookupError):
@@ -110,34 +112,50 @@ class Encoder:
 
     def encode(self, op: Op, seq: int, ack: bool = False) -> bytes:
         """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`).
-        Nexthop-object writes (`NhOp`, `NhRouteOp`) go to `agent.fib.nhcodec`."""
-        if op.__class__ is not Op:
-            if op.__class__ is NhOp:
-                return encode_nh(op, self.settings.protocol, self._ifindex, seq, ack)
-            if op.__class__ is NhRouteOp:
-                return encode_nh_route(op, self.settings, seq, ack)
-        p = op.prefix
-        family = 6 if p & _V6_FLAG else 4
+        Nexthop-object writes (`NhOp`) go to `agent.fib.nhcodec`."""
+        cls = op.__class__
+        if cls is Op:
+            kind, p, route = op
+            nhid = 0
+        elif cls is NhRouteOp:
+            (kind, p, route), nhid = op
+        else:
+            return encode_nh(op, self.settings.protocol, self._ifindex, seq, ack)
+        v6 = p & _V6_FLAG
         # routes are interned (shared by many prefixes): key by identity, which is much cheaper
-        # than hashing the route; the entry keeps the route alive so its id cannot be reused
-        key = (id(op.route), family, op.kind)
+        # than hashing the route (or the OpKind enum, whose hash is Python code); the entry keeps
+        # the route alive so its id cannot be reused
+        key = (id(route), id(kind), nhid, v6)
         entry = self._cache.get(key)
-        if entry is None or entry[6] is not op.route:
-            entry = (*self._build(op.kind, family, op.route), op.route)
+        if entry is None or entry[6] is not route:
+            family = 6 if v6 else 4
+            built = self._build(kind, family, route) if cls is Op else self._build_nh(kind, family, route, nhid)
+            entry = (*built, route)
             if len(self._cache) > 65536:
                 self._cache.clear()
             self._cache[key] = entry
         st, mtype, flags, scope, rtype, tail, _route = entry
         length = p & 0xFF
-        alen = 4 if family == 4 else 16
-        addr = ((p & (_V6_FLAG - 1)) >> 8).to_bytes(alen, "big")
+        if ack:
+            flags |= NLM_F_ACK
         if length == 0:  # default route: no RTA_DST at all
-            return _HDR.pack(28 + len(tail), mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
-                             AF_INET if family == 4 else AF_INET6, 0, 0, 0, self._rtm_table,
-                             self.settings.protocol, scope, rtype, 0) + tail
-        return st.pack(st.size, mtype, (flags | NLM_F_ACK) if ack else flags, seq, 0,
-                       AF_INET if family == 4 else AF_INET6, length, 0, 0, self._rtm_table,
-                       self.settings.protocol, scope, rtype, 0, alen + 4, RTA_DST, addr, tail)
+            return _HDR.pack(28 + len(tail), mtype, flags, seq, 0, AF_INET6 if v6 else AF_INET, 0, 0, 0,
+                             self._rtm_table, self.settings.protocol, scope, rtype, 0) + tail
+        if v6:
+            return st.pack(st.size, mtype, flags, seq, 0, AF_INET6, length, 0, 0, self._rtm_table,
+                           self.settings.protocol, scope, rtype, 0, 20, RTA_DST,
+                           ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail)
+        return st.pack(st.size, mtype, flags, seq, 0, AF_INET, length, 0, 0, self._rtm_table,
+                       self.settings.protocol, scope, rtype, 0, 8, RTA_DST, (p >> 8).to_bytes(4, "big"), tail)
+
+    def _build_nh(self, kind: OpKind, family: int, route: KernelRoute, nhid: int):
+        """The cached part of `nhcodec.encode_nh_route`'s message: RTA_TABLE, RTA_PRIORITY and
+        RTA_NH_ID after RTA_DST."""
+        metric = self.settings.metric if route.metric is None else route.metric
+        tail = _u32(RTA_TABLE, self.settings.table) + _u32(RTA_PRIORITY, metric) + _u32(RTA_NH_ID, nhid)
+        flags = NLM_F_REQUEST | NLM_F_CREATE | (NLM_F_EXCL if kind is OpKind.ADD else NLM_F_REPLACE)
+        st = struct.Struct(f"=IHHIIBBBBBBBBIHH{_ADDR_LEN[family]}s{len(tail)}s")
+        return st, RTM_NEWROUTE, flags, RT_SCOPE_UNIVERSE, int(route.type), tail
 
     def _build(self, kind: OpKind, family: int, route: KernelRoute):
         metric = self.settings.metric if route.metric is None else route.metric

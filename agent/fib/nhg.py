@@ -232,7 +232,7 @@ class NhLayer:
         carried: set[int] = set()
         moving: dict[int, list[Op]] = defaultdict(list)
         for op in ops:
-            if op.kind is REPLACE:
+            if op[0] is REPLACE:
                 v = self.via.get(op.prefix)
                 if v is not None and v[1] == op.route.metric and self.key_of.get(v[0]):
                     moving[v[0]].append(op)
@@ -260,17 +260,20 @@ class NhLayer:
         # the group of each route object met in this call, per family (routes are shared by many
         # prefixes, and the ops hold them, so their ids are stable here): one lookup per object
         seen: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
+        seen4, seen6 = seen
+        add = routes.append
         for op in ops:
             if carried and id(op) in carried:
                 continue
-            if op.kind is DELETE:
-                routes.append(op)
+            kind, prefix, route = op
+            if kind is DELETE:
+                add(op)
                 continue
-            known = seen[1 if op.prefix & _V6_FLAG else 0]
-            gid = known.get(id(op.route), _NONE)
+            known = seen6 if prefix & _V6_FLAG else seen4
+            gid = known.get(id(route), _NONE)
             if gid is _NONE:
-                gid = known[id(op.route)] = self._group_of(op, planned, singles, groups, changing)
-            routes.append(op if gid is None else _nh_route_op((op, gid)))
+                gid = known[id(route)] = self._group_of(op, planned, singles, groups, changing)
+            add(op if gid is None else _nh_route_op((op, gid)))
         kops = singles + groups + routes
         if self.urgent:
             kops, self.urgent = self.urgent + kops, []
@@ -343,20 +346,27 @@ class NhLayer:
         failed = {id(e.op): e for e in errors}
         out: list[OpError] = []
         changed = False
+        via, users, pair = self.via, self.users, self._pair
         for k in kops:
             err = failed.get(id(k)) if failed else None
             cls = k.__class__
-            if cls is NhOp:
+            if cls is NhRouteOp:
+                if err is not None:
+                    out.append(OpError(k.op, err.errno, err.message))
+                    continue
+                (_kind, prefix, route), nhid = k  # the route now points at `nhid`
+                old = via.get(prefix)
+                if old is not None and old[0] != nhid:
+                    self._drop_via(prefix)
+                    old = None
+                via[prefix] = pair(nhid, route.metric or 0)
+                if old is None:
+                    users[nhid] = users.get(nhid, 0) + 1
+            elif cls is NhOp:
                 changed |= self._nh_done(k, err)
                 for o in k.carries:
                     if err is not None:
                         out.append(OpError(o, err.errno, err.message))
-            elif cls is NhRouteOp:
-                if err is not None:
-                    out.append(OpError(k.op, err.errno, err.message))
-                else:
-                    op = k.op
-                    self._set_via(op.prefix, k.nhid, op.route.metric or 0)
             else:
                 if err is not None:
                     out.append(err)
@@ -404,15 +414,6 @@ class NhLayer:
             pair = self._pairs[key] = key
         self._last_pair = pair
         return pair
-
-    def _set_via(self, prefix: Prefix, nhid: int, metric: int) -> None:
-        old = self.via.get(prefix)
-        if old is not None and old[0] != nhid:
-            self._drop_via(prefix)
-            old = None
-        self.via[prefix] = self._pair(nhid, metric)
-        if old is None:
-            self.users[nhid] = self.users.get(nhid, 0) + 1
 
     def _drop_via(self, prefix: Prefix) -> None:
         old = self.via.pop(prefix, None)

@@ -290,10 +290,13 @@ class FibState:
                 add(_op((REPLACE, prefix, route)))
             inflight[prefix] = route
         pending = self.pending
-        for prefix in settled:
-            del pending[prefix]
-        if not pending:
-            self.pending = {}  # (a dict never shrinks by deletions: a burst's table is let go)
+        if len(settled) == len(pending):
+            self.pending = pending = {}  # all planned (a dict never shrinks by deletions: let it go)
+        else:
+            for prefix in settled:
+                del pending[prefix]
+            if not pending:
+                self.pending = pending = {}
         if extra:
             for prefix, olds in extra.items():
                 if (prefix in inflight or prefix in pending or (held and prefix in held)
@@ -309,10 +312,10 @@ class FibState:
         failed = {id(e.op): e for e in errors}
         actual, pending, inflight, extra = self.actual, self.pending, self.inflight, self.extra
         for op in ops:
-            prefix, route = op.prefix, op.route
+            kind, prefix, route = op
             target = inflight.pop(prefix, _UNKNOWN)  # (a further op of the same prefix: _UNKNOWN)
             err = failed.get(id(op)) if failed else None
-            if extra and op.kind is OpKind.DELETE and route in extra.get(prefix, ()):
+            if extra and kind is DELETE and route in extra.get(prefix, ()):
                 if err is None:  # a leftover at another metric is gone
                     self._drop_extra(prefix, route.metric)
                 else:
@@ -324,7 +327,7 @@ class FibState:
                     pending[prefix] = target  # still wanted: retried later
                 continue
             cur = actual.get(prefix)
-            if op.kind is OpKind.DELETE:
+            if kind is DELETE:
                 if cur == route:
                     del actual[prefix]
             else:
@@ -335,9 +338,10 @@ class FibState:
                 actual[prefix] = route
             if self.failed and target is not _UNKNOWN:
                 self.failed.pop(prefix, None)
-            want = pending.get(prefix, _UNKNOWN)
-            if want is not _UNKNOWN and (want is actual.get(prefix) or want == actual.get(prefix)):
-                del pending[prefix]
+            if pending:
+                want = pending.get(prefix, _UNKNOWN)
+                if want is not _UNKNOWN and (want is actual.get(prefix) or want == actual.get(prefix)):
+                    del pending[prefix]
         if not inflight:
             self.inflight = {}  # (as in plan(): the table of a big batch is let go)
 

@@ -121,7 +121,7 @@ class NetlinkWriter:
         for i, op in enumerate(todo):
             try:  # (a nexthop object's message is made from the op alone)
                 msgs.append(self.encoder.encode(op, first + len(ops)))
-            except (LookupError, ValueError, TypeError):
+            except (LookupError, ValueError, TypeError):  # (UnknownDevice is a LookupError)
                 failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
                 continue
             ops.append(op)
@@ -176,39 +176,50 @@ class NetlinkWriter:
         failures: list[tuple[int, OpError]] = []
         encode = self.encoder.encode
         seq = self.sock.seq
-        batch_ops: list[Op] = []
-        batch_index: list[int] = []  # position in `ops` of each op in the batch
-        batch_msgs: list[bytes] = []
-        size = 0
-        first = seq.take(self.batch)
+        batch = self.batch
         # With more than one batch, a sender thread writes batch k (the kernel does its work inside
         # send(), with the GIL released) while this thread encodes batch k+1. Batches still go out
         # in order, one at a time, and apply() returns only when all are acknowledged.
         sent: list = []
         send = self._send_batch
-        if len(ops) > self.batch:
+        if len(ops) > batch:
             pool = self._sender()
             send = lambda *a: sent.append(pool.submit(self._send_batch, *a))  # noqa: E731
+        i, n = 0, len(ops)
         try:
-            for i, op in enumerate(ops):
+            while i < n:
+                first = seq.take(batch)
+                # the common case: a whole batch encodes and fits the byte bound (one comprehension)
+                chunk = ops[i:i + batch]
                 try:
-                    msg = encode(op, first + len(batch_ops))
-                except UnknownDevice:
-                    failures.append((i, OpError(op, errno.ENODEV, os.strerror(errno.ENODEV))))
+                    msgs = [encode(op, first + j) for j, op in enumerate(chunk)]
+                except (LookupError, ValueError, TypeError):
+                    msgs = None
+                if msgs is not None and sum(map(len, msgs)) < _BATCH_BYTES:
+                    send(first, chunk, range(i, i + len(chunk)), msgs, failures)
+                    i += len(chunk)
                     continue
-                except (ValueError, TypeError):
-                    failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
-                    continue
-                batch_ops.append(op)
-                batch_index.append(i)
-                batch_msgs.append(msg)
-                size += len(msg)
-                if len(batch_ops) >= self.batch or size >= _BATCH_BYTES:
+                # else op by op, up to one batch: failed encodings are reported, big messages cut it
+                batch_ops: list[Op] = []
+                batch_index: list[int] = []  # position in `ops` of each op in the batch
+                batch_msgs: list[bytes] = []
+                size = 0
+                while i < n and len(batch_ops) < batch and size < _BATCH_BYTES:
+                    op = ops[i]
+                    try:
+                        msg = encode(op, first + len(batch_ops))
+                    except UnknownDevice:
+                        failures.append((i, OpError(op, errno.ENODEV, os.strerror(errno.ENODEV))))
+                    except (ValueError, TypeError):
+                        failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
+                    else:
+                        batch_ops.append(op)
+                        batch_index.append(i)
+                        batch_msgs.append(msg)
+                        size += len(msg)
+                    i += 1
+                if batch_ops:
                     send(first, batch_ops, batch_index, batch_msgs, failures)
-                    batch_ops, batch_index, batch_msgs, size = [], [], [], 0
-                    first = seq.take(self.batch)
-            if batch_ops:
-                send(first, batch_ops, batch_index, batch_msgs, failures)
         finally:
             for future in sent:
                 future.exception()  # every batch has finished before the socket is released
@@ -218,7 +229,7 @@ class NetlinkWriter:
         self.errors += len(failures)
         return [failure for _i, failure in failures]
 
-    def _send_batch(self, first: int, ops: list[Op], index: list[int], msgs: list[bytes],
+    def _send_batch(self, first: int, ops: Sequence[Op], index: Sequence[int], msgs: list[bytes],
                     failures: list[tuple[int, OpError]], injected: bool = False) -> None:
         if self._injected and not injected:  # urgent ops from another thread go first
             self._send_injected(index[0])

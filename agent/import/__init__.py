@@ -9,6 +9,7 @@ DOC: ``import`` is a Python keyword, so this package is only reached through
 * `stage` — `ImportStage`: per received route: guard, the peer's import policy (RFC 8212 default
   deny for eBGP), max-prefix, then the RIB `Update` with a `Candidate`; counters and per-route
   verdicts for ``explain``.
+* `single` — the stage's shortcut for the usual outcome of a one-prefix UPDATE (new, accepted).
 * `paths` — ADD-PATH (RFC 7911) routes: each (prefix, path id) of a peer a route of its own
   (guard, policy, max-prefix and counts per path; its own RIB candidate).
 * `peer` — `ImportPeer` (a peer's import settings) and `PeerState` (what the stage keeps per

@@ -70,6 +70,7 @@ class MaxPrefixState(str, enum.Enum):
 _OK, _WARN, _DISCARD, _TEARDOWN = (MaxPrefixDecision.OK, MaxPrefixDecision.WARN,
                                    MaxPrefixDecision.DISCARD, MaxPrefixDecision.TEARDOWN)
 _A_WARN, _A_DISCARD = MaxPrefixAction.WARN, MaxPrefixAction.DISCARD_EXTRA
+UNLIMITED = 1 << 62  # `room` without a limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,25 @@ class MaxPrefix:
             return _DISCARD
         self._torn[peer] = limit.restart_seconds
         return _TEARDOWN
+
+    def room(self, peer: str, family: int) -> int:
+        """How many prefixes `admit` would take now, one after the other, each with OK and
+        nothing else changing (the limit not reached, no teardown): the caller may count them
+        itself and hand the number to `add` (a batch of an UPDATE's prefixes)."""
+        if peer in self._torn:
+            return 0
+        fam = self._families.get((peer, family))
+        if fam is None or fam.limit is None:
+            return UNLIMITED
+        return max(0, fam.limit.limit - fam.count)
+
+    def add(self, peer: str, family: int, n: int) -> None:
+        """`n` prefixes admitted within `room` (as `n` calls of `admit`, all OK)."""
+        if n:
+            fam = self._families.get((peer, family))
+            if fam is None:
+                fam = self._families[(peer, family)] = _Family(None)
+            fam.count += n
 
     def release(self, peer: str, family: int) -> None:
         """An accepted prefix of `peer` is gone (withdrawn, or now rejected)."""

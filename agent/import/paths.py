@@ -81,7 +81,7 @@ def receive_paths(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequen
                     if decision is _OK or d is _TEARDOWN:
                         decision = d
                     if d is _DISCARD or d is _TEARDOWN:
-                        verdict = stage._max_verdict(st, fam)
+                        verdict = st.max_verdict(fam)
         elif was_accepted:
             release(peer, fam)
         if old is not None:

@@ -35,13 +35,14 @@ from ..core.model import (
     nexthops,
 )
 from ..policy.engine import BoundPolicy, PeerInfo
-from ..policy.verdict import NO_MODS, Modifications, Verdict
+from ..policy.verdict import NO_MODS, Modifications, Reason, Verdict, shared_verdict
 from .maxprefix import MaxPrefixLimit
 
 _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
 # cached candidates per peer (cleared when full): keyed by the identity of the codec's attribute
 # objects, which the codec shares for at most 4096 sets at a time, so more would not hit more
 CANDIDATE_CACHE = 1 << 13
+MAX_PREFIX = "max-prefix"  # the policy name of max-prefix rejections
 _candidate = partial(tuple.__new__, Candidate)  # named tuples without their Python-level __new__
 _bgp_attrs = partial(tuple.__new__, BgpAttrs)
 
@@ -147,6 +148,15 @@ class PeerState:
             self.path_cands.clear()
         self.path_cands[key] = (cand, out)
         return out
+
+    def max_verdict(self, family: int) -> Verdict:
+        """The shared rejection of a prefix max-prefix refused (discarded, or the session torn down)."""
+        v = self.max_verdicts.get(family)
+        if v is None:
+            limit = self.settings.max_prefix.get(family)
+            text = f"limit {limit.limit} {limit.action.value}" if limit is not None else "torn down"
+            v = self.max_verdicts[family] = shared_verdict(False, text, Reason.MAX_PREFIX, policy=MAX_PREFIX)
+        return v
 
     def forget_candidates(self) -> None:
         """Settings, policies or distances changed: build candidates anew."""

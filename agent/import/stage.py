@@ -76,8 +76,8 @@ from .guard import Guard
 from .maxprefix import MaxPrefix, MaxPrefixDecision
 from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
+from .single import receive_one
 
-MAX_PREFIX = "max-prefix"
 _OK = MaxPrefixDecision.OK
 _DISCARD = MaxPrefixDecision.DISCARD
 _TEARDOWN = MaxPrefixDecision.TEARDOWN
@@ -209,30 +209,38 @@ class ImportStage:
         UPDATE): append the RIB updates to `out`; return the max-prefix decision the caller must act
         on (TEARDOWN if any, else the first other one) and the last prefix's verdict.
 
-        The guard runs per prefix; the AS-path loop check, the policy (unless it has a prefix
-        condition) and the candidate run once per batch. `stale` is the peer's set of stale
+        The guard runs per prefix (`Guard.refused`: the next hop once); the AS-path loop check, the
+        policy (unless it has a prefix condition) and the candidate run once per batch; max-prefix
+        is asked only beyond the room it had at the start (`MaxPrefix.room`). `stale` is the peer's set of stale
         prefixes (graceful restart): a re-announced one leaves it, and one that is now rejected is
         withdrawn (the stage forgot it when the session went down). `path_ids` (ADD-PATH: the path
         id of each prefix) sends the batch to `paths.receive_paths`."""
         st = self._peers[peer]
         if path_ids is not None:
             return receive_paths(self, st, peer, prefixes, path_ids, nexthop, attrs, out, stale)  # type: ignore[return-value]
+        if len(prefixes) == 1:  # an UPDATE of its own attribute set: its usual outcome, cheaply
+            done = receive_one(self, st, peer, prefixes[0], nexthop, attrs, out, stale)
+            if done is not None:
+                return done
         s = st.settings
-        guard, allow_default, allow_covering = self.guard.check, s.allow_default, s.allow_covering
-        admit, release = self.maxprefix.admit, self.maxprefix.release
+        maxprefix = self.maxprefix
         verdicts, held, origin = st.verdicts, st.held, st.origin
         fam = 6 if prefixes and prefixes[0] & V6_FLAG else 4
         base = 2 if fam == 6 else 0
         bound = st.bound
         shared = st.loop_verdict if st.looped(attrs) else (st.fixed if bound is None else None)
         per_prefix = shared is None and bound.reads_prefix  # type: ignore[union-attr]
+        refused = self.guard.refused(prefixes, nexthop, s.allow_default, s.allow_covering)
         cand = mods = None
-        accepted = 0
         rejected: dict[Reason, int] = {}
         decision = _OK
         verdict = shared
+        # max-prefix: `room` admissions are OK without asking (counted in `taken`, added at the end
+        # or before anything else touches the count); beyond it each one goes through `admit`
+        room, taken = maxprefix.room(peer, fam), 0
+        n_acc = 0  # accepted prefixes (held[base + 1]), added at the end
         for prefix in prefixes:
-            verdict = guard(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering)
+            verdict = refused.get(prefix) if refused else None
             if verdict is None:
                 if shared is not None:
                     verdict = shared
@@ -247,22 +255,27 @@ class ImportStage:
             was_accepted = old is not None and old.accepted
             if verdict.accepted:
                 if not was_accepted:
-                    d = admit(peer, fam)
-                    if d is not _OK:
-                        if decision is _OK or d is _TEARDOWN:
-                            decision = d
-                        if d is _DISCARD or d is _TEARDOWN:
-                            verdict = self._max_verdict(st, fam)
+                    if taken < room:
+                        taken += 1
+                    else:  # the room is used up (the limit reached): no room after this either
+                        maxprefix.add(peer, fam, taken)
+                        d, room, taken = maxprefix.admit(peer, fam), 0, 0
+                        if d is not _OK:
+                            if decision is _OK or d is _TEARDOWN:
+                                decision = d
+                            if d is _DISCARD or d is _TEARDOWN:
+                                verdict = st.max_verdict(fam)
             elif was_accepted:
-                release(peer, fam)
+                maxprefix.add(peer, fam, taken)
+                maxprefix.release(peer, fam)
+                room, taken = maxprefix.room(peer, fam), 0
             if old is not None:
                 held[base + old.accepted] -= 1
                 if not old.accepted:
                     st.rejected_kept -= 1
             if verdict.accepted:
                 verdicts[prefix] = verdict
-                held[base + 1] += 1
-                accepted += 1
+                n_acc += 1
                 if cand is None or verdict.mods is not mods:
                     mods = verdict.mods
                     cand = st.candidate(nexthop, attrs, mods)
@@ -279,7 +292,9 @@ class ImportStage:
                     del verdicts[prefix]
             if was_accepted or was_stale:
                 out.append(_update((prefix, origin, None, None)))
-        self.count(st, fam, len(prefixes), accepted, rejected)
+        maxprefix.add(peer, fam, taken)
+        held[base + 1] += n_acc
+        self.count(st, fam, len(prefixes), n_acc, rejected)
         return decision, verdict  # type: ignore[return-value]
 
     def count(self, st: PeerState, fam: int, received: int, accepted: int, rejected: dict[Reason, int]) -> None:
@@ -401,13 +416,3 @@ class ImportStage:
         bound."""
         st = self._peers.get(peer)
         return {4: 0, 6: 0} if st is None else {4: st.unkept[0], 6: st.unkept[1]}
-
-    # -- internals ------------------------------------------------------------------------------
-
-    def _max_verdict(self, st: PeerState, family: int) -> Verdict:
-        v = st.max_verdicts.get(family)
-        if v is None:
-            limit = st.settings.max_prefix.get(family)
-            text = f"limit {limit.limit} {limit.action.value}" if limit is not None else "torn down"
-            v = st.max_verdicts[family] = shared_verdict(False, text, Reason.MAX_PREFIX, policy=MAX_PREFIX)
-        return v

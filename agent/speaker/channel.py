@@ -31,7 +31,8 @@ connects to, whichever ExaBGP incarnation is on the other end:
 * the reader (`read(reader)`) always drains the socket (ExaBGP's reactor freezes when its API pipe
   is not read, so the reader never waits for the consumer), decodes every line
   (`codec.Decoder`), keeps the last state of every peer (`peer_states`) and hands every event to
-  `put` (an unbounded queue's ``put_nowait``).
+  `put` (an unbounded queue's ``put_nowait``), the events of one chunk read at once to
+  `put_many` (in order: the event of an ack comes after the events decoded before it).
 
 It knows nothing of processes: `agent.speaker.process.Speaker` starts and restarts ExaBGP and
 calls `connected`, `read` and `write` for each connection, and `peers_down` when ExaBGP is gone.
@@ -54,6 +55,7 @@ from ..core.bgp import (
     PeerState,
     PeerStatus,
     RequestRouteRefresh,
+    RouteUpdate,
     Teardown,
 )
 from ..core.bgp_speaker import CommandAck, CommandsDropped, SpeakerDown
@@ -74,8 +76,10 @@ class ApiChannel:
     """Commands out, events in, over the current ExaBGP's API connection."""
 
     def __init__(self, put: Callable[[Event], None], max_queued: int = MAX_QUEUED,
-                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
+                 max_in_flight: int = MAX_IN_FLIGHT, put_many: Callable[[list], None] | None = None) -> None:
         self.put = put
+        # a chunk's decoded events at once (else one `put` each)
+        self.put_many = put_many or (lambda events: [put(e) for e in events])
         self.max_queued, self.max_in_flight = max_queued, max_in_flight
         self.decode_errors = 0
         self.acks: collections.Counter[bool] = collections.Counter()  # True/False -> count
@@ -208,7 +212,8 @@ class ApiChannel:
                     parts, size, skipping = [], 0, True
 
     def _lines(self, lines, decoder: Decoder) -> None:
-        put = self.put
+        out: list[Event] = []  # handed over together (`put_many`), in order with the acks' events
+        add = out.append
         for line in lines:
             if not line:
                 continue
@@ -219,13 +224,22 @@ class ApiChannel:
                 log.warning("speaker: %s", exc)
                 continue
             for event in events:
-                cls = type(event)
+                cls = event.__class__
+                if cls is RouteUpdate:
+                    add(event)
+                    continue
                 if cls is PeerState:
                     self.peer_states[event.peer] = event.state
                 elif cls is Ack:
+                    if out:
+                        self.put_many(out)
+                        out = []
+                        add = out.append
                     self._ack(event.ok)
                     continue
-                put(event)
+                add(event)
+        if out:
+            self.put_many(out)
 
     def _ack(self, ok: bool) -> None:
         self.acks[ok] += 1

@@ -54,7 +54,7 @@ import sys
 from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
-from .batching import BATCH_EVENTS, BATCH_ROUTES, batches
+from .batching import BATCH_EVENTS, BATCH_ROUTES, SpeakerQueue, batches
 from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
 from .child import (
     LogPump, RuntimeDir, check_exabgp, default_runtime_dir, exit_status, resolve_interpreter, spawn,
@@ -100,9 +100,9 @@ class Speaker:
         self.connect_timeout, self.stop_timeout = connect_timeout, stop_timeout
         self.wrapper = tuple(wrapper)  # e.g. ("ip", "netns", "exec", NS)
         self.exabgp_log_level = exabgp_log_level
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.queue = SpeakerQueue()  # Event | None (the stop marker)
         self.restarts = 0
-        self.channel = ApiChannel(self.queue.put_nowait, max_queued)
+        self.channel = ApiChannel(self.queue.put_nowait, max_queued, put_many=self.queue.put_many)
         self.pid: int | None = None
         self.last_exit: str = ""
         self.interpreter: str | None = None
