@@ -10,7 +10,8 @@ from agent.fib.codec import RTM_NEWROUTE, Decoder, iter_messages
 from agent.fib.nhcodec import (
     RTM_DELNEXTHOP, RTM_NEWNEXTHOP, decode_nexthop, encode_nh, encode_nh_route,
 )
-from agent.fib.nhg import NhLayer, expand_all, nh_deletes
+from agent.fib.nhg import NhLayer
+from agent.fib.nhkeys import expand_all, nh_deletes
 from agent.fib.reconciler import FibState
 from agent.fib.types import FibSettings, NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
 

@@ -25,7 +25,7 @@ import logging
 import time
 from collections import Counter
 
-from ..fib.nhg import nh_deletes
+from ..fib.nhkeys import nh_deletes
 from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
 from .events import Event, EventQueue
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .links import LinkIndex, LinkSnapshot
 from .monitor import RouteMonitor, attach_drop_own_additions
-from .nhg import nh_deletes
+from .nhkeys import nh_deletes
 from .nlsock import DEFAULT_BUFFER, NlSocket, ScanInterrupted, SocketBusy, open_socket
 from .scanner import NetlinkScanner, dump_addresses, dump_links
 from .types import Dump, FibSettings, Link, Op, OpError, OpKind

@@ -50,48 +50,13 @@ import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..core.model import KernelRoute, NextHop, Prefix, RouteType, nexthops
+from ..core.model import KernelRoute, NextHop, Prefix, nexthops
+from .nhkeys import _V6_FLAG, expand_all, group_key, single_key
 from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
 
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
-_V6_FLAG = 1 << 136
 _NONE = object()
 _nh_route_op = functools.partial(tuple.__new__, NhRouteOp)  # without the Python-level __new__
-
-
-def group_key(prefix: Prefix, route: KernelRoute) -> tuple | None:
-    """("g", family, next hops) for a route that can go through a group; None: a plain route."""
-    if route.type != RouteType.UNICAST or not route.nexthops:
-        return None
-    family = 6 if prefix & _V6_FLAG else 4
-    for nh in route.nexthops:
-        if not nh.dev or not 1 <= nh.weight <= 256:
-            return None
-        if nh.gateway and (":" in nh.gateway) != (family == 6):
-            return None
-    return ("g", family, route.nexthops)
-
-
-def single_key(family: int, hop: NextHop) -> tuple:
-    return ("s", family, hop.gateway, hop.dev)
-
-
-def expand_all(objects: Mapping[int, NhObject]) -> dict[int, tuple[NextHop, ...]]:
-    """Nexthop id -> the next hops a route through it has (groups through their members)."""
-    out: dict[int, tuple[NextHop, ...]] = {}
-    for nhid, obj in objects.items():
-        if obj.members:
-            hops = []
-            for member, weight in obj.members:
-                m = objects.get(member)
-                if m is None or m.hop is None:
-                    break
-                hops.append(NextHop(m.hop.gateway, m.hop.dev, weight))
-            else:
-                out[nhid] = nexthops(*hops)
-        elif obj.hop is not None:
-            out[nhid] = nexthops(obj.hop)
-    return out
 
 
 class NhLayer:
@@ -428,11 +393,3 @@ class NhLayer:
     @property
     def has_garbage(self) -> bool:
         return bool(self._garbage(False))
-
-
-def nh_deletes(objects: Mapping[int, NhObject], protocol: int) -> list[NhOp]:
-    """Deletes of every nexthop object of ours in `objects` (a dump): groups, then singles
-    (--flush-on-exit: after the routes)."""
-    ours = [o for o in objects.values() if o.protocol == protocol]
-    return ([NhOp(DELETE, o.id) for o in ours if o.members]
-            + [NhOp(DELETE, o.id) for o in ours if not o.members])

@@ -31,7 +31,7 @@ from .codec import RTM_GETLINK, RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, Decoder
 from .encoder import encode_dump_request
 from .ifaces import decode_address, decode_link
 from .nhcodec import RTM_NEWNEXTHOP, decode_nexthop, encode_nh_dump_request
-from .nhg import expand_all
+from .nhkeys import expand_all
 from .nlsock import DEFAULT_BUFFER, DUMP_TIMEOUT, NlSocket, dump
 from .types import Dump, FibSettings, ForeignRoute, Link, NhObject
 
