@@ -19,8 +19,10 @@ A full scan (``scan``) is never queued twice, bound or not: a waiting one re-rea
 second would (periodic scans, link flaps and overruns would otherwise queue scans faster than a
 100k-route scan runs); it is counted as ``coalesced``.
 
-`put_urgent()` (a BFD state change: ``bfd``) puts an event ahead of everything queued: a failure
-must not wait behind a burst of UPDATEs.
+`put_urgent()` (a BFD state change: ``bfd``; the outcome of urgent nexthop writes sent on their
+own: ``urgent-flushed``) puts an event ahead of everything queued: a failure must not wait behind
+a burst of UPDATEs. `put_next()` puts one behind the urgent ones but ahead of the FIFO: the rest
+of a burst of UPDATEs that stopped for a BFD change keeps its place before what came after it.
 
 Every event met at the bound is counted in ``route_agent_event_queue_overflows_total{kind,action}``
 (``action`` ``coalesced`` or ``kept``), and one warning is logged per overflow episode (the next one
@@ -45,7 +47,8 @@ RESYNC = ("scan", "queue-full")
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    # kernel | main-table | config | scan | bgp | bgp-stale | bfd | flushed | k8s | status | gate-timeout | retry | urgent
+    # kernel | main-table | config | scan | bgp | bgp-stale | bfd | bfd-cleanup | flushed | urgent-flushed |
+    # k8s | status | gate-timeout | retry | urgent
     kind: str
     data: Any = None
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections import Counter
 
 from ..api.readview import ReadView
 
