@@ -74,12 +74,8 @@ spec: {{peerAddress: {PEER2}, peerAS: 65001, localAS: 65000, routerId: 10.0.0.25
 """
 
 
-def test_during_the_clean_up_nothing_re_decided_uses_the_failed_peer_and_scans_wait(tmp_path, monkeypatch):
-    """The clean-up comes in slices (here 2 prefixes each): meanwhile the failed peer's candidates
-    are still in the RIB, but nothing decided in between may use them (an UPDATE from the other
-    peer re-decides a prefix), and a full scan waits for the end of the clean-up."""
-    import agent.daemon.bfd as bfdmod
-    monkeypatch.setattr(bfdmod, "CLEANUP_SLICE", 2)
+def two_peers(tmp_path):
+    """Routing with PEER (BFD, via up0) and PEER2 (no BFD, via up1), and six prefixes to offer."""
     path = tmp_path / "c.yaml"
     path.write_text(TWO_PEERS)
     r = Agent(str(path), state_dir=str(tmp_path / "state"), node_name="n").routing
@@ -88,7 +84,16 @@ def test_during_the_clean_up_nothing_re_decided_uses_the_failed_peer_and_scans_w
         net = ForeignRoute(P(f"10.0.{i}.0/24"), 2, 0, RouteType.UNICAST, nexthops(NextHop(None, dev)))
         r._apply_rib(r.rib.apply(r.kernel.seen(net, False)))
     r.bgp.speaker.send = lambda cmd: None
-    nets = [P(f"203.0.113.{i * 16}/28") for i in range(6)]
+    return r, [P(f"203.0.113.{i * 16}/28") for i in range(6)]
+
+
+def test_during_the_clean_up_nothing_re_decided_uses_the_failed_peer_and_scans_wait(tmp_path, monkeypatch):
+    """The clean-up comes in slices (here 2 prefixes each): meanwhile the failed peer's candidates
+    are still in the RIB, but nothing decided in between may use them (an UPDATE from the other
+    peer re-decides a prefix), and a full scan waits for the end of the clean-up."""
+    import agent.daemon.bfd as bfdmod
+    monkeypatch.setattr(bfdmod, "CLEANUP_SLICE", 2)
+    r, nets = two_peers(tmp_path)
 
     def from_peer(peer, med=0):
         return RouteUpdate(peer, Family.IPV4_UNICAST, tuple(
@@ -117,3 +122,24 @@ def test_during_the_clean_up_nothing_re_decided_uses_the_failed_peer_and_scans_w
     assert PEER not in r.bfd.cleanup and not r.rib.failed and "scan" in queued
     assert all(r.fib.pending[p].nexthops == via2 for p in nets)  # (nothing is written here)
     assert all(r.rib.candidates(p) and len(r.rib.candidates(p)) == 1 for p in nets)
+
+
+def test_bfd_up_again_during_the_clean_up_brings_the_peers_new_routes_back(tmp_path, monkeypatch):
+    """BFD flaps back Up before the clean-up is over: the rest of it is applied, then the routes
+    the peer announced meanwhile (held) count again at once, with the other peer's as ECMP."""
+    import agent.daemon.bfd as bfdmod
+    monkeypatch.setattr(bfdmod, "CLEANUP_SLICE", 2)
+    r, nets = two_peers(tmp_path)
+
+    def from_peer(peer):
+        return RouteUpdate(peer, Family.IPV4_UNICAST, tuple(Announced(p, peer, PathAttrs(as_path=(65001,))) for p in nets))
+    r.handle_bgp((PeerState(PEER, PeerStatus.UP), PeerState(PEER2, PeerStatus.UP), from_peer(PEER), from_peer(PEER2)))
+    r.handle_bfd(BfdChange(PEER, "down", "up", "none"))
+    r.handle_bfd(BfdChange(PEER, "up", "down", "detection_time_expired"))
+    assert PEER in r.bfd.cleanup  # 2 of 6 done
+    r.handle_bgp((PeerState(PEER, PeerStatus.UP), from_peer(PEER)))  # the new session: held
+    r.handle_bfd(BfdChange(PEER, "init", "up", "none"))
+    assert not r.bfd.cleanup and not r.rib.failed
+    for p in nets:
+        assert {nh.gateway for nh in r.rib.desired(p).nexthops} == {PEER, PEER2}
+        assert {nh.gateway for nh in r.fib.pending[p].nexthops} == {PEER, PEER2}

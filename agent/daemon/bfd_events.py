@@ -50,7 +50,7 @@ class BfdEvents:
             self.handle_bfd_cleanup(peer)
         if updates:
             t0 = time.monotonic()
-            self.apply_withdrawals(updates)
+            self.apply_released(updates)
             log.info("BFD %s %s: %d RIB updates applied in %.3f s", peer, change.new, len(updates),
                      time.monotonic() - t0)
         self.clear_failed()
@@ -68,6 +68,17 @@ class BfdEvents:
                 if u.candidate is None and u.prefix not in changes:
                     changes[u.prefix] = desired(u.prefix)
         self._apply_rib(changes)
+
+    def apply_released(self, updates) -> None:
+        """The updates a released peer's routes come back with (`BfdLink._release`): the rest of
+        its clean-up first, then, once its candidates count again, its held announcements."""
+        rest = [u for u in updates if u.candidate is None]
+        if rest:
+            self.apply_withdrawals(rest)
+        self.clear_failed()
+        fresh = [u for u in updates if u.candidate is not None]
+        if fresh:
+            self._apply_rib(self.rib.apply(fresh))
 
     def clear_failed(self) -> None:
         """Origins whose clean-up is over (done, or applied at once by a release) count again;

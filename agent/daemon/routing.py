@@ -154,8 +154,7 @@ class Routing(BfdEvents):
         released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key,
                                       lambda peer: bool(self.bgp.stage.accepted_prefixes(peer)))
         if released:
-            self.apply_withdrawals(released)
-            self.clear_failed()
+            self.apply_released(released)
         if self.bfd.specs and not self.bfd.started and self.bgp_started:
             self.bfd.started = True
             self.spawn(self.bfd.client.start(), "bfd-start")
