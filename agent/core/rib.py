@@ -201,7 +201,7 @@ class Rib:
                     self.resolver.add_connected(prefix, dev)
             return
         if isinstance(cur, Candidate):
-            if (cur.origin is origin or cur.origin == origin) and cur.path_id == path_id:
+            if cur.origin == origin and cur.path_id == path_id:
                 old = cur
                 if cand is None:
                     del self._routes[prefix]
@@ -212,7 +212,7 @@ class Rib:
         else:
             rest = []
             for c in cur:
-                if (c.origin is origin or c.origin == origin) and c.path_id == path_id:
+                if c.origin == origin and c.path_id == path_id:
                     old = c
                 else:
                     rest.append(c)

@@ -17,7 +17,7 @@ End-of-RIB of a gated peer counts only once BFD is Up (`synced_waiting`), otherw
 adopted from before a restart would be swept while the peer's new ones are still held (the stale
 timer still bounds the wait).
 
-**BFD Up -> Down** (detection time expired, or the peer said Down/AdminDown): `failed()` returns
+**BFD Up -> Down** (detection time expired, or the peer said Down/AdminDown): `changed()` returns
 a teardown and the peer is gated. The caller first replaces the nexthop groups that went
 through the peer in place (one write per group, `agent.fib.nhg`: forwarding is repaired here),
 then sends Cease 6/10 "BFD Down" (RFC 9384) through ExaBGP (``neighbor X notify``), then starts
@@ -54,8 +54,8 @@ class BfdLink:
         self._gated_origins: dict[Origin, str] = {}
         self.synced_waiting: set[str] = set()
         self.failures: dict[str, int] = {}  # peer -> Up -> Down transitions (routes withdrawn)
-        self.cleanup: dict[str, tuple[Origin, list, int]] = {}  # failed peer -> its clean-up to do
-        self.cleanup_started: dict[str, float] = {}
+        # failed peer -> its clean-up: (origin, routes to withdraw, how many done, started at)
+        self.cleanup: dict[str, tuple[Origin, list, int, float]] = {}
         self.scan_waiting: str | None = None  # the reason of a full scan put off until the clean-ups end
         self.started = False
 
@@ -129,8 +129,8 @@ class BfdLink:
     def changed(self, change: BfdChange, origin: Origin | None) -> tuple[list[Update], bool]:
         """A state change of `change.peer` (`origin`: its RIB origin). Returns (RIB updates to
         apply now, whether it failed). On a failure the caller repairs forwarding first (the
-        nexthop groups) and only then builds the RIB's clean-up with `withdrawals()`: with 500k
-        routes that list alone takes ~0.4 s."""
+        nexthop groups) and only then starts the RIB's clean-up (`start_cleanup`): with 500k
+        routes its list alone takes ~0.4 s."""
         peer = change.peer
         if peer not in self.specs or origin is None:
             return [], False
@@ -153,24 +153,22 @@ class BfdLink:
         ``(prefix, path_id)`` for an ADD-PATH path) to withdraw, taken in slices by
         `next_cleanup` so that the core task never holds the loop for the whole table (at 500k
         routes that is seconds; another peer's BFD Down must not wait for it)."""
-        self.cleanup[peer] = (origin, accepted, 0)
-        self.cleanup_started[peer] = time.monotonic()
+        self.cleanup[peer] = (origin, accepted, 0, time.monotonic())
 
     def next_cleanup(self, peer: str, n: int | None = None) -> list[Update]:
         """The next slice of `peer`'s clean-up, CLEANUP_SLICE long by default (empty: nothing left)."""
         if peer not in self.cleanup:
             return []
         n = n or CLEANUP_SLICE
-        origin, accepted, at = self.cleanup[peer]
+        origin, accepted, at, started = self.cleanup[peer]
         out = [Update(p[0], origin, None, p[1]) if p.__class__ is tuple else Update(p, origin, None)
                for p in accepted[at:at + n]]
         if at + n >= len(accepted):
             del self.cleanup[peer]
-            took = time.monotonic() - self.cleanup_started.pop(peer, time.monotonic())
             log.info("BFD with %s down: RIB clean-up done, %d routes withdrawn in %.3f s", peer,
-                     len(accepted), took)
+                     len(accepted), time.monotonic() - started)
         else:
-            self.cleanup[peer] = (origin, accepted, at + n)
+            self.cleanup[peer] = (origin, accepted, at + n, started)
         return out
 
     def view(self, peer: str) -> dict | None:

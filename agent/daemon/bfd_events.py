@@ -83,7 +83,7 @@ class BfdEvents:
     def clear_failed(self) -> None:
         """Origins whose clean-up is over (done, or applied at once by a release) count again;
         a full scan that waited for the clean-ups runs now."""
-        cleaning = {origin for origin, _prefixes, _at in self.bfd.cleanup.values()}
+        cleaning = {c[0] for c in self.bfd.cleanup.values()}
         for origin in [o for o in self.rib.failed if o not in cleaning]:
             self.rib.set_failed(origin, False)
         if self.nhg is not None:

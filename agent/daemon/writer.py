@@ -104,27 +104,25 @@ class FibWriter:
             self._urgent_done.append(data)
             return
         urgent, future = data
+        self.routing.nhg.done(urgent, self._outcome(future, urgent))
+
+    def _outcome(self, future, kops) -> list[OpError]:
+        """The failures of a write handed to the thread, logged (the first 20); if the write
+        itself failed its fate is unknown: every op counts as failed, and a rescan is queued."""
         try:
             errors = future.result()
         except Exception as exc:
-            log.error("netlink write of urgent nexthop groups failed: %s; full resync", exc)
-            errors = [OpError(op, errno.EIO, str(exc)) for op in urgent]
-            self.queue.put(Event("scan", "write-failed"))
-        for e in errors:
-            log.warning("netlink %s %s failed: %s", e.op.kind.value, _describe(e.op), e.message)
-        self.routing.nhg.done(urgent, errors)
-
-    def flushed(self, data) -> None:
-        ops, kops, future, t0 = data
-        self._flushing = False
-        try:
-            errors = future.result()
-        except Exception as exc:  # the batch's fate is unknown: mark it failed, rescan, retry
             log.error("netlink write failed: %s; full resync", exc)
             errors = [OpError(op, errno.EIO, str(exc)) for op in kops]
             self.queue.put(Event("scan", "write-failed"))
         for e in errors[:20]:
             log.warning("netlink %s %s failed: %s", e.op.kind.value, _describe(e.op), e.message)
+        return errors
+
+    def flushed(self, data) -> None:
+        ops, kops, future, t0 = data
+        self._flushing = False
+        errors = self._outcome(future, kops)
         kernel_errors = errors
         if self.routing.nhg is not None:
             errors = self.routing.nhg.done(kops, errors)

@@ -53,6 +53,18 @@ INJECT_SEQS = 256  # sequence numbers each apply() keeps for ops injected while 
 _GONE = (errno.ESRCH, errno.ENOENT)
 
 
+def _encode_one(encode, op, seq: int, i: int, failures: list) -> bytes | None:
+    """`op`'s message, or None with the reason added to `failures` as ``(i, OpError)``: a device
+    the kernel does not know fails with ENODEV, an op that cannot be encoded with EINVAL."""
+    try:
+        return encode(op, seq)
+    except UnknownDevice:
+        failures.append((i, OpError(op, errno.ENODEV, os.strerror(errno.ENODEV))))
+    except (ValueError, TypeError):
+        failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
+    return None
+
+
 class NetlinkWriter:
     """Batched route writes for one FibSettings (see module doc)."""
 
@@ -118,14 +130,12 @@ class NetlinkWriter:
             first = self.sock.seq.take(len(todo))
         failures: list[tuple[int, OpError]] = []
         ops, index, msgs = [], [], []
-        for i, op in enumerate(todo):
-            try:  # (a nexthop object's message is made from the op alone)
-                msgs.append(self.encoder.encode(op, first + len(ops)))
-            except (LookupError, ValueError, TypeError):  # (UnknownDevice is a LookupError)
-                failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
-                continue
-            ops.append(op)
-            index.append(i)
+        for i, op in enumerate(todo):  # (a nexthop object's message is made from the op alone)
+            msg = _encode_one(self.encoder.encode, op, first + len(ops), i, failures)
+            if msg is not None:
+                ops.append(op)
+                index.append(i)
+                msgs.append(msg)
         self._injected_done.append((todo, failures))
         if ops:
             self._send_batch(first, ops, index, msgs, failures, injected=True)
@@ -206,13 +216,8 @@ class NetlinkWriter:
                 size = 0
                 while i < n and len(batch_ops) < batch and size < _BATCH_BYTES:
                     op = ops[i]
-                    try:
-                        msg = encode(op, first + len(batch_ops))
-                    except UnknownDevice:
-                        failures.append((i, OpError(op, errno.ENODEV, os.strerror(errno.ENODEV))))
-                    except (ValueError, TypeError):
-                        failures.append((i, OpError(op, errno.EINVAL, os.strerror(errno.EINVAL))))
-                    else:
+                    msg = _encode_one(encode, op, first + len(batch_ops), i, failures)
+                    if msg is not None:
                         batch_ops.append(op)
                         batch_index.append(i)
                         batch_msgs.append(msg)
