@@ -9,7 +9,8 @@ into the events of `agent.core.bgp` (raw UPDATEs through the agent's own pure UP
 `wire`, `wire_nlri`, `wire_attrs`, `wire_values`), and `encoder.encode` turns the commands of
 `agent.core.bgp` (`AnnounceRoute`, `WithdrawRoute`, `AnnounceEor`, `Teardown`,
 `RequestRouteRefresh`, `SendNotification`) into ExaBGP API lines. `relay` is the API helper ExaBGP
-runs. ExaBGP itself is started through `launcher` (with `exabgp_patches`, `exabgp_reading`):
+runs; in raw-UPDATE mode it decodes the UPDATEs there, in its own process, and hands the agent
+records (`wire_records`). ExaBGP itself is started through `launcher` (with `exabgp_patches`, `exabgp_reading`):
 standalone files run by ExaBGP's interpreter that patch ExaBGP 5.0.15 before its own entry point
 runs (raw UPDATEs, unpaced export, header errors, ``notify``). `batching` hands events over in batches.
 

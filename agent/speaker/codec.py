@@ -12,6 +12,10 @@ capability bits, the UPDATE body after its 19-octet header). The prefix is check
 JSON is tried, and the body goes to the agent's own decoder (`agent.speaker.wire`), which gives
 the same events as the JSON path below for the same UPDATE, plus `UpdateError` for a malformed
 one (RFC 7606). A line whose fields are not a peer address, an integer and hex is a `CodecError`.
+Normally the relay has decoded them already (`agent.speaker.relay --decode`): ``wire-events PEER
+DATA`` carries the events of one or more UPDATEs of that peer as records, which
+`agent.speaker.wire_records.Rebuilder` turns back into the same events; DATA that is not such a
+record is a `CodecError`.
 
 What ExaBGP 5.0.15 writes (captured from a real BIRD 2 session in ``tests/data/exabgp/``):
 
@@ -83,6 +87,7 @@ from ..core.bgp import (
     SpeakerShutdown,
 )
 from .wire import WireDecoder
+from .wire_records import Rebuilder
 
 
 class CodecError(ValueError):
@@ -117,13 +122,18 @@ class Decoder:
         self._peers: dict[str | bytes, str] = {}
         self._attrs: dict[PathAttrs, PathAttrs] = {}
         self.wire = WireDecoder()  # raw-update lines
+        self.records = Rebuilder()  # wire-events lines (decoded by the relay)
 
     def decode(self, line: str | bytes) -> tuple[Event, ...]:
         if isinstance(line, bytes):
+            if line[:12] == b"wire-events ":
+                return self._records(line.split())
             if line[:11] == b"raw-update ":
                 return self._raw(line.split())
             line = line.decode("utf-8", "replace")
         line = line.strip()
+        if line[:12] == "wire-events ":
+            return self._records(line.encode().split())
         if line[:11] == "raw-update ":
             return self._raw(line.split())
         if line == "done":
@@ -178,6 +188,14 @@ class Decoder:
             return self.wire.decode(self._address(peer), int(caps), binascii.unhexlify(body))
         except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
             raise CodecError(f"malformed raw-update line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
+
+    def _records(self, parts: list) -> tuple[Event, ...]:
+        """``wire-events PEER DATA``: an UPDATE the relay decoded (`agent.speaker.wire_records`)."""
+        try:
+            _, peer, data = parts
+            return self.records.events_of(self._address(peer), binascii.a2b_base64(data))
+        except (ValueError, UnicodeDecodeError, binascii.Error) as exc:  # (RecordError is a ValueError)
+            raise CodecError(f"malformed wire-events line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
     def _update(self, obj: dict) -> tuple[Event, ...]:
         neighbor = obj["neighbor"]

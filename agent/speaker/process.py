@@ -313,7 +313,8 @@ class Speaker:
             self.restarts += 1
 
     def _render(self, peers: tuple[BgpPeer, ...], held: frozenset[str]) -> tuple[str, dict[str, str]]:
-        relay = [sys.executable, "-S", "-E", RELAY, str(self._sock), self._token or "unstarted"]
+        relay = [sys.executable, "-S", "-E", RELAY, *(["--decode"] if self.raw_updates else []),
+                 str(self._sock), self._token or "unstarted"]
         conf = render(peers, self.settings, relay, read_secrets(peers), log_level=self.exabgp_log_level,
                       held={name: self._hold_key for name in held})
         return conf.text, conf.env

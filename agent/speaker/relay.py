@@ -8,21 +8,30 @@ closes:
 * ExaBGP -> agent: the relay's stdin (ExaBGP's JSON events and acks) to the socket;
 * agent -> ExaBGP: the socket (commands) to the relay's stdout.
 
-It never parses or buffers lines, and it does not import the agent (it runs with ``-S -E``, only
-the standard library): it must start fast and can never stop reading ExaBGP for a reason of its
-own. The agent reads the socket all the time, so ExaBGP never blocks on a full pipe because of the
+It runs with ``-S -E`` (only the standard library and the agent's own pure modules): it must start
+fast and can never stop reading ExaBGP for a reason of its own.
+
+``--decode`` (raw-UPDATE mode): the relay also decodes UPDATEs, so the agent's busy core does not
+have to (`agent.speaker.wire_records`): every ``raw-update PEER CAPS HEX`` line becomes
+``wire-events PEER DATA`` (the decoded events as a record); every other line passes unchanged, in
+order. One thread reads ExaBGP into an unbounded queue, so ExaBGP never waits for the decoding;
+another decodes and writes to the agent. The decoder is imported by that thread once it runs
+(~0.1 s, while the reader already reads); a line it cannot turn into a record (it cannot happen
+with the pinned ExaBGP, but the agent still understands the raw line) goes on raw. The agent reads the socket all the time, so ExaBGP never blocks on a full pipe because of the
 agent. When ExaBGP dies the relay's stdin reaches end of file; when the agent goes away the socket
 does; either way the relay exits at once (the supervisor restarts ExaBGP, which starts a new
 relay).
 """
 
 import os
+import queue
 import socket
 import sys
 import threading
 import time
 
 CHUNK = 1 << 16
+BATCH = 256  # UPDATEs per wire-events line at most
 
 
 def _pump(read, write) -> None:
@@ -44,9 +53,106 @@ def _write_all(fd: int):
     return write
 
 
+def _decoder():
+    """Turns a list of lines into the lines for the agent (see the module DOC): the successive
+    raw-update lines of one peer become one wire-events line (at most BATCH UPDATEs)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from binascii import b2a_base64, unhexlify
+    from marshal import dumps
+
+    from agent.speaker.wire import WireDecoder
+    from agent.speaker.wire_records import records
+
+    decode = WireDecoder().decode
+
+    def flush(out: list, peer: bytes, recs: list, raw: list) -> None:
+        if raw:
+            try:
+                out.append(b"wire-events " + peer + b" " + b2a_base64(dumps(recs), newline=False))
+            except Exception:  # the agent decodes them (or says why it cannot)
+                out.extend(raw)
+
+    def convert(lines: list) -> list:
+        out: list[bytes] = []
+        peer, recs, raw = b"", [], []
+        for line in lines:
+            if line[:11] == b"raw-update ":
+                try:
+                    _, who, caps, body = line.split(b" ")
+                    found = records(decode("", int(caps), unhexlify(body)))
+                except Exception:
+                    found = None
+                if found is not None and (who == peer or not raw) and len(raw) < BATCH:
+                    peer = who
+                    recs += found
+                    raw.append(line)
+                    continue
+                flush(out, peer, recs, raw)
+                if found is not None:
+                    peer, recs, raw = who, found, [line]
+                    continue
+                peer, recs, raw = b"", [], []
+            else:
+                flush(out, peer, recs, raw)
+                peer, recs, raw = b"", [], []
+            out.append(line)
+        flush(out, peer, recs, raw)
+        return out
+    return convert
+
+
+def _decode_pump(read, write) -> None:
+    """ExaBGP -> agent with UPDATEs decoded: a reader thread queues what ExaBGP writes, this
+    thread converts it, a sender thread writes to the agent; neither queue is bounded, so the
+    conversion never waits for the agent and ExaBGP never waits for the conversion."""
+    chunks: queue.SimpleQueue = queue.SimpleQueue()
+    converted: queue.SimpleQueue = queue.SimpleQueue()
+
+    def reader() -> None:
+        _pump(read, chunks.put)
+        chunks.put(b"")
+
+    def sender() -> None:
+        _pump(lambda _: converted.get(), write)
+        os._exit(0)
+
+    threading.Thread(target=reader, daemon=True).start()
+    threading.Thread(target=sender, daemon=True).start()
+    try:
+        convert = _decoder()
+    except Exception as exc:  # (ImportError, ...): the agent decodes the raw lines itself
+        sys.stderr.write(f"relay: cannot decode UPDATEs ({exc!r}): they go to the agent raw\n")
+        convert = list
+    _convert_lines(chunks, convert, converted.put)
+    converted.put(b"")
+    threading.Event().wait()  # the sender ends the process once all is written
+
+
+def _convert_lines(chunks: queue.SimpleQueue, convert, write) -> None:
+    """Lines from `chunks` (b"" at the end), converted, to `write`, a chunk or a few at a time."""
+    rest = b""
+    while True:
+        data = [chunks.get()]
+        while data[-1] and len(data) < 4 and not chunks.empty():
+            data.append(chunks.get())
+        ended = not data[-1]
+        lines = (rest + b"".join(data)).split(b"\n")
+        rest = lines.pop()
+        if lines:
+            write(b"\n".join(convert(lines)) + b"\n")
+        if ended:
+            if rest:
+                write(b"\n".join(convert([rest])))
+            return
+
+
 def main(argv: list[str]) -> int:
+    decode = "--decode" in argv
+    argv = [a for a in argv if a != "--decode"]
     if len(argv) != 3:
-        sys.stderr.write("usage: relay.py SOCKET TOKEN\n")
+        sys.stderr.write("usage: relay.py [--decode] SOCKET TOKEN\n")
         return 2
     path, token = argv[1], argv[2]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -63,7 +169,10 @@ def main(argv: list[str]) -> int:
     sock.sendall(token.encode() + b"\n")
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     # ExaBGP -> agent in a thread, agent -> ExaBGP here; whichever ends first ends the process
-    threading.Thread(target=lambda: (_pump(lambda n: os.read(stdin, n), sock.sendall), os._exit(0)),
+    to_agent = _decode_pump if decode else _pump
+    if decode:
+        sys.setswitchinterval(0.0005)  # the reader gets the interpreter back soon after each read
+    threading.Thread(target=lambda: (to_agent(lambda n: os.read(stdin, n), sock.sendall), os._exit(0)),
                      daemon=True).start()
     _pump(sock.recv, _write_all(stdout))
     os._exit(0)

@@ -1,0 +1,172 @@
+"""UPDATEs decoded by the relay: records (`agent.speaker.wire_records`) give the very events of the
+in-process decoder, and the relay's line conversion (`agent.speaker.relay`) keeps every line, in
+order, for the agent's `Decoder`.
+
+The round trip is checked on every UPDATE the wire decoder's own tests use (BIRD's captured
+UPDATEs, the codec tables, the RFC 7606 tables, generated valid and random UPDATEs); the relay as
+a process in `test_relay_process_*` (its threads, end of input)."""
+
+from __future__ import annotations
+
+import binascii
+import marshal
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from agent.core.bgp import PathAttrs, RouteUpdate
+from agent.speaker import relay
+from agent.speaker.codec import CodecError, Decoder
+from agent.speaker.wire import CAP_ASN4, WireDecoder
+from agent.speaker.wire_records import Rebuilder, RecordError, dumps
+from testlab import bgpwire as w
+from tests import test_wire_exabgp as cases
+
+PEER = "192.0.2.1"
+
+
+def round_trip(body: bytes, caps: int):
+    theirs = WireDecoder().decode(PEER, caps, body)
+    return Rebuilder().events_of(PEER, dumps(theirs)), theirs
+
+
+BODIES = ([(f"captured {i}", bytes.fromhex(b), int(c)) for i, (c, b) in enumerate(cases.CAPTURED)]
+          + list(cases._codec_bodies()) + cases._RFC_CASES)
+
+
+@pytest.mark.parametrize("case, body, caps", BODIES, ids=[c[0] for c in BODIES])
+def test_records_give_the_events_of_the_decoder(case, body, caps):
+    mine, theirs = round_trip(body, caps)
+    assert theirs and mine == theirs
+    # the same classes all the way down (a plain tuple equals a PathAttrs, an int a Prefix)
+    for a, b in zip(mine, theirs):
+        assert type(a) is type(b)
+        if isinstance(a, RouteUpdate):
+            assert [tuple(map(type, r)) + (type(r.prefix),) for r in a.announced] == \
+                   [tuple(map(type, r)) + (type(r.prefix),) for r in b.announced]
+            assert all(type(r.attrs.origin) is type(s.attrs.origin) for r, s in zip(a.announced, b.announced))
+            assert list(map(type, a.withdrawn)) == list(map(type, b.withdrawn))
+
+
+@settings(max_examples=200, **cases.SETTINGS)
+@given(cases.valid_updates())
+def test_records_of_generated_updates(case):
+    body, caps = case
+    mine, theirs = round_trip(body, caps)
+    assert mine == theirs
+
+
+@settings(max_examples=500, **cases.SETTINGS)
+@given(st.binary(max_size=300), st.integers(0, 15))
+def test_records_of_random_octets(body, caps):
+    mine, theirs = round_trip(body, caps)
+    assert mine == theirs
+
+
+def _update(med: int, prefix: str, path=(65001, 4200000001)) -> bytes:
+    return w.update(attrs=[w.origin(0), w.as_path(list(path)), w.next_hop("192.0.2.1"), w.med(med),
+                           w.communities(["65001:7"])], nlri=w.nlri([prefix]))
+
+
+def test_equal_sets_are_one_object_and_values_are_shared():
+    dec, reb = WireDecoder(), Rebuilder()
+
+    def announced(body):
+        (ev,) = reb.events_of(PEER, dumps(dec.decode(PEER, CAP_ASN4, body)))
+        return ev.announced[0]
+
+    a, b, c = announced(_update(1, "10.0.0.0/24")), announced(_update(1, "10.0.1.0/24")), \
+        announced(_update(2, "10.0.2.0/24"))
+    assert a.attrs is b.attrs and isinstance(a.attrs, PathAttrs)
+    assert c.attrs is not a.attrs and c.attrs.med == 2
+    assert c.attrs.as_path is a.attrs.as_path  # the AS path, its ASNs, the texts and next hops: one each
+    assert c.attrs.communities[0] is a.attrs.communities[0]
+    assert c.next_hop is a.next_hop
+    d = announced(_update(3, "10.0.3.0/24", (65002, 4200000001)))
+    assert d.attrs.as_path[1] is a.attrs.as_path[1]
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00", marshal.dumps([(9, 4)]), marshal.dumps([(2, 4, [((0,), None, None, (1,))], (), None, None)]),
+                                  marshal.dumps([(0, 5)]), marshal.dumps("text")])
+def test_malformed_records_are_refused(data):
+    with pytest.raises(RecordError):
+        Rebuilder().events_of(PEER, data)
+    with pytest.raises(CodecError):
+        Decoder().decode(b"wire-events 192.0.2.1 " + binascii.b2a_base64(data, newline=False))
+
+
+# ---- the relay's conversion ---------------------------------------------------------------------
+
+def raw_line(peer: str, body: bytes, caps: int = CAP_ASN4) -> bytes:
+    return f"raw-update {peer} {caps} {body.hex()}".encode()
+
+
+def test_relay_batches_a_peers_updates_and_keeps_every_other_line_in_order():
+    other = "192.0.2.9"
+    lines = [raw_line(PEER, _update(i, f"10.0.{i}.0/24")) for i in range(3)] + [b"done"] + \
+        [raw_line(other, _update(7, "10.1.0.0/24")), raw_line(PEER, _update(8, "10.2.0.0/24")),
+         b'{"type": "state", "neighbor": {"address": {"peer": "192.0.2.1"}, "state": "down"}}',
+         b"raw-update not a line", raw_line(PEER, w.eor(1, 1))]
+    out = relay._decoder()(lines)
+    assert [line.split(b" ")[0] for line in out] == [
+        b"wire-events", b"done", b"wire-events", b"wire-events", b"{\"type\":", b"raw-update", b"wire-events"]
+    assert out[0].split(b" ")[1] == PEER.encode() and out[2].split(b" ")[1] == other.encode()
+    assert out[5] == b"raw-update not a line"  # not convertible: on to the agent as it came
+
+    def decoded(seq):
+        d, evs = Decoder(), []
+        for line in seq:
+            try:
+                evs += d.decode(line)
+            except CodecError as exc:
+                evs.append(type(exc))
+        return evs
+    assert decoded(out) == decoded(lines)
+
+
+def test_relay_batch_bound():
+    lines = [raw_line(PEER, _update(i, f"10.{i >> 8}.{i & 255}.0/24")) for i in range(relay.BATCH * 2 + 1)]
+    out = relay._decoder()(lines)
+    assert len(out) == 3
+    assert [len(Decoder().decode(line)) for line in out] == [relay.BATCH, relay.BATCH, 1]
+
+
+def test_relay_process_decodes_and_forwards_to_the_end(tmp_path):
+    """The relay as ExaBGP runs it: everything written before its input ends reaches the agent,
+    converted and in order; commands flow the other way."""
+    path = str(tmp_path / "api.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(30)
+    lines = [raw_line(PEER, _update(i, f"10.{i >> 8}.{i & 255}.0/24")) for i in range(2000)] + [b"done"]
+    proc = subprocess.Popen([sys.executable, "-S", "-E", relay.__file__, "--decode", path, "tok"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        conn, _ = server.accept()
+        conn.settimeout(30)
+        conn.sendall(b"announce route 10.0.0.0/24 next-hop self\n")
+        assert proc.stdout.readline() == b"announce route 10.0.0.0/24 next-hop self\n"
+        proc.stdin.write(b"\n".join(lines) + b"\n")
+        proc.stdin.close()
+        got = b""
+        while chunk := conn.recv(1 << 16):
+            got += chunk
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    head, _, rest = got.partition(b"\n")
+    assert head == b"tok"
+    out = rest.split(b"\n")
+    assert out[-1] == b"" and out[-2] == b"done"
+    assert all(line.startswith(b"wire-events ") for line in out[:-2])
+    d = Decoder()
+    events = [e for line in out[:-2] for e in d.decode(line)]
+    ref = Decoder()
+    assert events == [e for line in lines[:-1] for e in ref.decode(line)]
+    assert os.path.exists(path)
