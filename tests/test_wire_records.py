@@ -22,7 +22,7 @@ from agent.core.bgp import PathAttrs, RouteUpdate
 from agent.speaker import relay
 from agent.speaker.codec import CodecError, Decoder
 from agent.speaker.wire import CAP_ASN4, WireDecoder
-from agent.speaker.wire_records import Rebuilder, RecordError, dumps
+from agent.speaker.wire_records import ATTRS_SIZE, Rebuilder, RecordError, RecordWriter
 from testlab import bgpwire as w
 from tests import test_wire_exabgp as cases
 
@@ -31,7 +31,7 @@ PEER = "192.0.2.1"
 
 def round_trip(body: bytes, caps: int):
     theirs = WireDecoder().decode(PEER, caps, body)
-    return Rebuilder().events_of(PEER, dumps(theirs)), theirs
+    return Rebuilder().events_of(PEER, RecordWriter().dumps(theirs)), theirs
 
 
 BODIES = ([(f"captured {i}", bytes.fromhex(b), int(c)) for i, (c, b) in enumerate(cases.CAPTURED)]
@@ -73,10 +73,10 @@ def _update(med: int, prefix: str, path=(65001, 4200000001)) -> bytes:
 
 
 def test_equal_sets_are_one_object_and_values_are_shared():
-    dec, reb = WireDecoder(), Rebuilder()
+    dec, reb, writer = WireDecoder(), Rebuilder(), RecordWriter()
 
     def announced(body):
-        (ev,) = reb.events_of(PEER, dumps(dec.decode(PEER, CAP_ASN4, body)))
+        (ev,) = reb.events_of(PEER, writer.dumps(dec.decode(PEER, CAP_ASN4, body)))
         return ev.announced[0]
 
     a, b, c = announced(_update(1, "10.0.0.0/24")), announced(_update(1, "10.0.1.0/24")), \
@@ -90,7 +90,8 @@ def test_equal_sets_are_one_object_and_values_are_shared():
     assert d.attrs.as_path[1] is a.attrs.as_path[1]
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00", marshal.dumps([(9, 4)]), marshal.dumps([(2, 4, [((0,), None, None, (1,))], (), None, None)]),
+@pytest.mark.parametrize("data", [b"", b"\x00", marshal.dumps([(9, 4)]), marshal.dumps([(2, 4, [((0, 0), None, None, (1,))], (), None, None)]),
+                                  marshal.dumps([(2, 4, [(5, None, None, (1,))], (), None, None)]),
                                   marshal.dumps([(0, 5)]), marshal.dumps("text")])
 def test_malformed_records_are_refused(data):
     with pytest.raises(RecordError):
@@ -170,3 +171,29 @@ def test_relay_process_decodes_and_forwards_to_the_end(tmp_path):
     ref = Decoder()
     assert events == [e for line in lines[:-1] for e in ref.decode(line)]
     assert os.path.exists(path)
+
+
+def test_attribute_sets_by_number_bounded_and_renumbered():
+    """A set's fields go once, then its number; a full table starts over from 0 with the fields
+    again, so the rebuilder's table stays bounded and never holds a stale number."""
+    dec, reb, writer = WireDecoder(), Rebuilder(), RecordWriter()
+    bodies = [_update(i, f"10.{i >> 8 & 255}.{i & 255}.0/24") for i in range(ATTRS_SIZE + 10)]
+    sent = [writer.records(dec.decode(PEER, CAP_ASN4, b)) for b in bodies]
+    refs = [rec[0][2][0][0] for rec in sent]
+    assert [r[0] for r in refs] == list(range(ATTRS_SIZE)) + list(range(10))  # fields with numbers
+    again = writer.records(dec.decode(PEER, CAP_ASN4, bodies[-1]))
+    assert again[0][2][0][0] == 9  # the number alone
+    for rec, body in zip(sent + [again], bodies + bodies[-1:]):
+        assert reb.events_of(PEER, marshal.dumps(rec)) == dec.decode(PEER, CAP_ASN4, body)
+    assert len(reb._attrs) == ATTRS_SIZE
+
+
+def test_a_record_not_written_makes_the_writer_forget_its_numbers():
+    dec, writer = WireDecoder(), RecordWriter()
+    events = dec.decode(PEER, CAP_ASN4, _update(1, "10.0.0.0/24"))
+    writer.records(events)
+    writer.reset()
+    (rec,) = writer.records(events)
+    assert isinstance(rec[2][0][0], tuple)  # the fields again
+    with pytest.raises(TypeError):
+        writer.records((object(),))

@@ -63,15 +63,23 @@ def _decoder():
     from marshal import dumps
 
     from agent.speaker.wire import WireDecoder
-    from agent.speaker.wire_records import records
+    from agent.speaker.wire_records import RecordWriter
 
+    import gc
+
+    gc.collect()  # as the agent does: what exists now is never garbage, young objects in big steps
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     decode = WireDecoder().decode
+    writer = RecordWriter()
+    records = writer.records
 
     def flush(out: list, peer: bytes, recs: list, raw: list) -> None:
         if raw:
             try:
                 out.append(b"wire-events " + peer + b" " + b2a_base64(dumps(recs), newline=False))
             except Exception:  # the agent decodes them (or says why it cannot)
+                writer.reset()
                 out.extend(raw)
 
     def convert(lines: list) -> list:
@@ -83,6 +91,7 @@ def _decoder():
                     _, who, caps, body = line.split(b" ")
                     found = records(decode("", int(caps), unhexlify(body)))
                 except Exception:
+                    writer.reset()
                     found = None
                 if found is not None and (who == peer or not raw) and len(raw) < BATCH:
                     peer = who

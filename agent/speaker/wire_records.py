@@ -3,28 +3,37 @@
 DOC: in raw-UPDATE mode the API helper (`agent.speaker.relay`, its own process) decodes every
 ``raw-update PEER CAPS HEX`` line with the agent's UPDATE decoder (`agent.speaker.wire`) and
 writes ``wire-events PEER DATA`` in its place: DATA is the base64 of a `marshal` dump of the
-events' records, built of plain tuples, ints, strings and bytes only. The agent
-(`agent.speaker.codec.Decoder`) turns DATA back into the very events `WireDecoder.decode` gave
-(`events_of`), with a few C-level calls per UPDATE and none per prefix in Python. Why: decoding is
-about half of the agent's main-thread work for a table of distinct attribute sets (~35 µs per
-UPDATE of an Internet-like table), and on a 2-core machine the relay's process has a core to
-spare while the agent's core is busy; `marshal.loads` of a record costs ~1-2 µs.
+events' records (`RecordWriter.records`), built of plain tuples, ints, strings and bytes only.
+The agent (`agent.speaker.codec.Decoder`) turns DATA back into the very events
+`WireDecoder.decode` gave (`Rebuilder.events_of`), with a few C-level calls per UPDATE and no
+Python step per prefix. Why: decoding is about half of the agent's main-thread work for a table
+of distinct attribute sets (~35 µs per UPDATE of an Internet-like table), and on a 2-core
+machine the relay's process has a core to spare while the agent's core is busy.
 
-Records (one tuple per event, a list per UPDATE):
+Records (one tuple per event, a list per line):
 
 * ``(0, FAM)``: `EndOfRib` (FAM 4 or 6);
 * ``(1, ACTION, REASON, CODE, SUBCODE, FAM|0, DATA)``: `UpdateError`;
 * ``(2, FAM, RUNS, WITHDRAWN, PATH_IDS, WITHDRAWN_PATH_IDS)``: `RouteUpdate`; RUNS are
   ``(ATTRS, NEXT_HOP, LINK_LOCAL, PREFIXES)`` for successive `Announced` sharing attributes and
-  next hops, ATTRS the `PathAttrs` fields with the origin as its number; prefixes are the packed
-  ints of `agent.core.model.Prefix`.
+  next hops; prefixes are the packed ints of `agent.core.model.Prefix`.
 
-Sharing, as the in-process decoder has it: equal attribute sets are one `PathAttrs` (a bounded
-interning table by the record's tuple), and within a new set the AS numbers, AS paths, community
-texts and next hops are the objects already held when equal (bounded tables: memory per route of
-a full table). A record that does not have this shape raises `RecordError` (the relay and the
-agent run the same interpreter and code; marshal data comes only from the agent's own relay over
-its private socket, never from a peer).
+Attribute sets by number: the writer numbers every attribute set (`PathAttrs` object, which the
+decoder interns) the first time it writes it and then writes only the number; ATTRS is
+``(NUMBER, ORIGIN, AS_PATH, ...)`` (the `PathAttrs` fields, the origin as its number) the first
+time and NUMBER after. When its table is full (`ATTRS_SIZE`) the writer forgets it and numbers
+from 0 again, writing the fields on each number's first use, so the rebuilder's table (number ->
+`PathAttrs`) is bounded by the same size and never needs a message of its own; a new relay
+(ExaBGP restarted) starts empty the same way. A record that could not be written
+(`RecordWriter.reset`) makes the writer forget its numbers too, so no number is used that the
+rebuilder never saw.
+
+Sharing, as the in-process decoder has it: within a new set the AS numbers, AS paths and
+community texts are the objects already held when equal, and so are next hops (bounded tables:
+memory per route of a full table). A record that does not have this shape, or a number the
+rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
+and code; marshal data comes only from the agent's own relay over its private socket, never from
+a peer).
 """
 
 from __future__ import annotations
@@ -44,65 +53,84 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _new_int = int.__new__
 _new_tuple = tuple.__new__
 _new_route_update = frozen_builder(RouteUpdate)
-# entries of the sharing tables (each cleared when full): attribute sets as the in-process decoder
-# holds them, AS numbers as many as a full table has (~80k), other values
-ATTRS_SIZE, ASNS_SIZE, VALUES_SIZE = 4096, 1 << 18, 1 << 15
+# numbered attribute sets (the writer's table, so the rebuilder's too), and the sharing tables
+# (each cleared when full): AS numbers as many as a full table has (~80k), other values
+ATTRS_SIZE, ASNS_SIZE, VALUES_SIZE = 1 << 14, 1 << 18, 1 << 15
 
 
 class RecordError(ValueError):
     """DATA of a ``wire-events`` line is not a record list of this module."""
 
 
-_head = itemgetter(1, 2, 3)
-_prefix = itemgetter(0)
+_attrs_of = itemgetter(2)
+_hops_of = itemgetter(1, 3)
+_prefix_of = itemgetter(0)
 
 
-def _runs(announced: tuple) -> list:
-    if len(set(map(_head, announced))) == 1:  # the usual case: one next hop, one attribute set
+class RecordWriter:
+    """Records of decoded events, attribute sets by number (see the module DOC)."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[int, tuple[int, PathAttrs]] = {}  # id(PathAttrs) -> (number, the object)
+
+    def reset(self) -> None:
+        """Forget the numbers (records written since the last use may not reach the rebuilder)."""
+        self._numbers.clear()
+
+    def _ref(self, attrs: PathAttrs):
+        known = self._numbers.get(id(attrs))
+        if known is not None:
+            return known[0]
+        if len(self._numbers) >= ATTRS_SIZE:
+            self._numbers.clear()
+        number = len(self._numbers)
+        self._numbers[id(attrs)] = (number, attrs)
+        return (number, int(attrs[0]), *attrs[1:])
+
+    def _runs(self, announced: tuple) -> list:
         first = announced[0]
-        attrs = first.attrs
-        return [((int(attrs[0]), *attrs[1:]), first.next_hop, first.link_local, tuple(map(int, map(_prefix, announced))))]
-    runs: list = []
-    last = None
-    for a in announced:
-        head = (a.attrs, a.next_hop, a.link_local)
-        if head != last:
-            attrs = a.attrs
-            runs.append([(int(attrs[0]), *attrs[1:]), a.next_hop, a.link_local, []])
-            last = head
-        runs[-1][3].append(int(a.prefix))
-    return [(*r[:3], tuple(r[3])) for r in runs]
+        if len(announced) == 1:
+            return [(self._ref(first[2]), first[1], first[3], (int(first[0]),))]
+        if len(set(map(id, map(_attrs_of, announced)))) == 1 and len(set(map(_hops_of, announced))) == 1:
+            return [(self._ref(first[2]), first[1], first[3], tuple(map(int, map(_prefix_of, announced))))]
+        runs: list = []
+        last = None
+        for a in announced:
+            head = (id(a.attrs), a.next_hop, a.link_local)
+            if head != last:
+                runs.append([self._ref(a.attrs), a.next_hop, a.link_local, []])
+                last = head
+            runs[-1][3].append(int(a.prefix))
+        return [(*r[:3], tuple(r[3])) for r in runs]
 
+    def records(self, events: tuple[Event, ...]) -> list:
+        """The records of `events` (as `WireDecoder.decode` gives them: `RouteUpdate`, `EndOfRib`,
+        `UpdateError`); raises TypeError for another kind (then call `reset`)."""
+        out = []
+        for e in events:
+            cls = e.__class__
+            if cls is RouteUpdate:
+                out.append((2, _FAM_CODE[e.family], self._runs(e.announced) if e.announced else (),
+                            tuple(map(int, e.withdrawn)), e.path_ids, e.withdrawn_path_ids))
+            elif cls is EndOfRib:
+                out.append((0, _FAM_CODE[e.family]))
+            elif cls is UpdateError:
+                out.append((1, e.action.value, e.reason, e.code, e.subcode,
+                            _FAM_CODE[e.family] if e.family is not None else 0, bytes(e.data)))
+            else:
+                raise TypeError(f"no record for {cls.__name__}")
+        return out
 
-def records(events: tuple[Event, ...]) -> list:
-    """The records of `events` (as `WireDecoder.decode` gives them: `RouteUpdate`, `EndOfRib`,
-    `UpdateError`); raises TypeError for another kind."""
-    out = []
-    for e in events:
-        cls = e.__class__
-        if cls is RouteUpdate:
-            out.append((2, _FAM_CODE[e.family], _runs(e.announced) if e.announced else (),
-                        tuple(map(int, e.withdrawn)), e.path_ids, e.withdrawn_path_ids))
-        elif cls is EndOfRib:
-            out.append((0, _FAM_CODE[e.family]))
-        elif cls is UpdateError:
-            out.append((1, e.action.value, e.reason, e.code, e.subcode,
-                        _FAM_CODE[e.family] if e.family is not None else 0, bytes(e.data)))
-        else:
-            raise TypeError(f"no record for {cls.__name__}")
-    return out
-
-
-def dumps(events: tuple[Event, ...]) -> bytes:
-    """`records(events)` as one marshal dump."""
-    return marshal.dumps(records(events))
+    def dumps(self, events: tuple[Event, ...]) -> bytes:
+        """`records(events)` as one marshal dump."""
+        return marshal.dumps(self.records(events))
 
 
 class Rebuilder:
-    """Events from records (`events_of`), with the bounded sharing tables of the module DOC."""
+    """Events from records (`events_of`), with the bounded tables of the module DOC."""
 
     def __init__(self) -> None:
-        self._attrs: dict[tuple, PathAttrs] = {}  # keyed by the PathAttrs itself (equal to its record)
+        self._attrs: dict[int, PathAttrs] = {}  # number -> attribute set
         self._asns: dict[int, int] = {}
         self._values: dict = {}  # AS paths, community texts, next hops: value -> itself
 
@@ -121,18 +149,22 @@ class Rebuilder:
         kind = r[0]
         if kind == 2:
             _, fam, runs, withdrawn, ids, wd_ids = r
-            announced: tuple = ()
-            share = self._values.setdefault
-            for plain, nh, ll, prefixes in runs:
-                attrs = self._attrs.get(plain)
-                if attrs is None:
-                    attrs = self._new_attrs(plain)
+            if len(runs) == 1:
+                ref, nh, ll, prefixes = runs[0]
+                attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
+                share = self._values.setdefault
                 if nh is not None:
                     nh = share(nh, nh)
                 if ll is not None:
                     ll = share(ll, ll)
-                found = map(_new_int, repeat(Prefix), prefixes)
-                announced += tuple(map(_new_tuple, repeat(Announced), zip(found, repeat(nh), repeat(attrs), repeat(ll))))
+                if len(prefixes) == 1:
+                    announced = (_new_tuple(Announced, (_new_int(Prefix, prefixes[0]), nh, attrs, ll)),)
+                else:
+                    announced = tuple(map(_new_tuple, repeat(Announced),
+                                          zip(map(_new_int, repeat(Prefix), prefixes), repeat(nh), repeat(attrs),
+                                              repeat(ll))))
+            else:
+                announced = self._announced(runs)
             return _new_route_update(peer, _FAM[fam], announced,
                                      tuple(map(_new_int, repeat(Prefix), withdrawn)) if withdrawn else (), ids, wd_ids)
         if kind == 0:
@@ -142,19 +174,30 @@ class Rebuilder:
             return UpdateError(peer, UpdateAction(action), reason, code, subcode, _FAM[fam] if fam else None, data)
         raise RecordError(f"unknown record kind {kind!r}")
 
-    def _new_attrs(self, plain: tuple) -> PathAttrs:
-        """A `PathAttrs` of a set not seen (recently), its values shared with those held."""
-        if len(plain) != len(PathAttrs._fields):
-            raise RecordError(f"attribute record of {len(plain)} fields")
+    def _announced(self, runs) -> tuple:
+        announced: tuple = ()
+        share = self._values.setdefault
+        for ref, nh, ll, prefixes in runs:
+            attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
+            if nh is not None:
+                nh = share(nh, nh)
+            if ll is not None:
+                ll = share(ll, ll)
+            announced += tuple(map(_new_tuple, repeat(Announced), zip(
+                map(_new_int, repeat(Prefix), prefixes), repeat(nh), repeat(attrs), repeat(ll))))
+        return announced
+
+    def _new_attrs(self, fields: tuple) -> PathAttrs:
+        """The `PathAttrs` of a numbered set written in full, its values shared with those held."""
+        if len(fields) != len(PathAttrs._fields) + 1:
+            raise RecordError(f"attribute record of {len(fields)} fields")
         values, asns = self._values, self._asns
         if len(values) >= VALUES_SIZE:
             values.clear()
         if len(asns) >= ASNS_SIZE:
             asns.clear()
-        if len(self._attrs) >= ATTRS_SIZE:
-            self._attrs.clear()
         share = values.setdefault
-        origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed = plain
+        number, origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed = fields
         if path:
             held = values.get(path)
             if held is None:
@@ -166,7 +209,6 @@ class Rebuilder:
             comms = tuple(map(share, comms, comms))
         if large:
             large = tuple(map(share, large, large))
-        attrs = _new_tuple(PathAttrs, (
+        attrs = self._attrs[number] = _new_tuple(PathAttrs, (
             _ORIGINS[origin], path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed))
-        self._attrs[attrs] = attrs
         return attrs
