@@ -197,3 +197,16 @@ def test_a_record_not_written_makes_the_writer_forget_its_numbers():
     assert isinstance(rec[2][0][0], tuple)  # the fields again
     with pytest.raises(TypeError):
         writer.records((object(),))
+
+
+@pytest.mark.parametrize("case, body, caps", BODIES[:40], ids=[c[0] for c in BODIES[:40]])
+def test_the_relays_decoder_without_shared_values_decodes_the_same(case, body, caps, monkeypatch):
+    from agent.speaker import wire_values
+
+    shared = WireDecoder().decode(PEER, caps, body)
+    monkeypatch.setattr(wire_values, "SHARE_VALUES", False)
+    wire_values.clear_memos()
+    try:
+        assert WireDecoder().decode(PEER, caps, body) == shared
+    finally:
+        wire_values.clear_memos()  # (no unshared value stays in a memo for later tests)

@@ -32,6 +32,7 @@ import time
 
 CHUNK = 1 << 16
 BATCH = 256  # UPDATEs per wire-events line at most
+CONVERT_CHUNKS = 1  # chunks read from ExaBGP converted at a time (more: fewer writes, later)
 
 
 def _pump(read, write) -> None:
@@ -62,8 +63,11 @@ def _decoder():
     from binascii import b2a_base64, unhexlify
     from marshal import dumps
 
+    from agent.speaker import wire_values
     from agent.speaker.wire import WireDecoder
     from agent.speaker.wire_records import RecordWriter
+
+    wire_values.SHARE_VALUES = False  # (the agent shares them when it rebuilds the events)
 
     import gc
 
@@ -144,7 +148,7 @@ def _convert_lines(chunks: queue.SimpleQueue, convert, write) -> None:
     rest = b""
     while True:
         data = [chunks.get()]
-        while data[-1] and len(data) < 4 and not chunks.empty():
+        while data[-1] and len(data) < CONVERT_CHUNKS and not chunks.empty():
             data.append(chunks.get())
         ended = not data[-1]
         lines = (rest + b"".join(data)).split(b"\n")

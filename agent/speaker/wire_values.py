@@ -24,7 +24,8 @@ Memos: decoded values repeat across UPDATEs far more than whole attribute sets d
 route, the same AS paths, next hops and communities), so each kind is memoised by its octets
 (`cached`); pure memoisation, bounded (a memo is cleared when full), `clear_memos` for benchmarks.
 AS numbers and community texts are shared too (one object per distinct value, not one per
-occurrence: memory).
+occurrence: memory), unless `SHARE_VALUES` is off (the relay's decoder: its values are marshalled,
+and the agent's `wire_records.Rebuilder` shares them).
 `frozen_builder` builds frozen dataclasses without their generated ``__init__`` (see there).
 """
 
@@ -104,9 +105,14 @@ _ASNS: dict[int, int] = {}
 ASN_MEMO_SIZE = 1 << 18  # distinct ASNs in a full table: ~80k
 
 
+SHARE_VALUES = True  # False: values are not shared (the relay's decoder: its output is marshalled)
+
+
 def _shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
     """The same AS numbers, each one object however many paths hold it (an int above 256 is an
     object of its own: 32 octets, for every hop of every path of a full table otherwise)."""
+    if not SHARE_VALUES:
+        return values
     if len(_ASNS) >= ASN_MEMO_SIZE:
         _ASNS.clear()
     get = _ASNS.setdefault
@@ -177,6 +183,8 @@ TEXT_MEMO_SIZE = 1 << 14  # (a table of every value ever seen would cost an entr
 def _shared_texts(texts: list[str]) -> tuple[str, ...]:
     """The same strings, one object per frequent community however many sets carry it (tables
     tag most routes with a few hundred values of their neighbours: 50-60 octets each, per set)."""
+    if not SHARE_VALUES:
+        return tuple(texts)
     if len(_TEXTS) >= TEXT_MEMO_SIZE:
         _TEXTS.clear()
     get = _TEXTS.setdefault
