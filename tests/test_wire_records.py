@@ -210,3 +210,21 @@ def test_the_relays_decoder_without_shared_values_decodes_the_same(case, body, c
         assert WireDecoder().decode(PEER, caps, body) == shared
     finally:
         wire_values.clear_memos()  # (no unshared value stays in a memo for later tests)
+
+
+def test_relay_pump_bounded_input_loses_and_reorders_nothing(monkeypatch):
+    """ExaBGP's output waits in at most QUEUED_CHUNKS chunks; with a bound of 2 and one line per
+    read every line still arrives, converted, in order, and the end comes after the last write."""
+    import threading
+
+    monkeypatch.setattr(relay, "QUEUED_CHUNKS", 2)
+    lines = [raw_line(PEER, _update(i, f"10.{i >> 8}.{i & 255}.0/24")) + b"\n" for i in range(300)] + [b"done\n"]
+    feed = iter(lines)
+    written: list[bytes] = []
+    ended = threading.Event()
+    relay._decode_pump(lambda n: next(feed, b""), written.append, ended.set)
+    assert ended.wait(30)
+    out = b"".join(written).split(b"\n")
+    assert out[-2:] == [b"done", b""]
+    d, ref = Decoder(), Decoder()
+    assert [e for line in out[:-2] for e in d.decode(line)] == [e for line in lines[:-1] for e in ref.decode(line)]

@@ -32,6 +32,7 @@ import time
 
 CHUNK = 1 << 16
 BATCH = 256  # UPDATEs per wire-events line at most
+QUEUED_CHUNKS = 256  # chunks read from ExaBGP, waiting for the conversion, at most (16 MiB)
 CONVERT_CHUNKS = 1  # chunks read from ExaBGP converted at a time (more: fewer writes, later)
 
 
@@ -116,11 +117,16 @@ def _decoder():
     return convert
 
 
-def _decode_pump(read, write) -> None:
+def _decode_pump(read, write, end=lambda: os._exit(0)) -> None:
     """ExaBGP -> agent with UPDATEs decoded: a reader thread queues what ExaBGP writes, this
-    thread converts it, a sender thread writes to the agent; neither queue is bounded, so the
-    conversion never waits for the agent and ExaBGP never waits for the conversion."""
-    chunks: queue.SimpleQueue = queue.SimpleQueue()
+    thread converts it, a sender thread writes to the agent (and calls `end` when all is written
+    or the agent is gone). The conversion never waits for the agent (that queue is unbounded: the
+    agent drains its socket all the time anyway). What ExaBGP wrote waits for the conversion in
+    at most `QUEUED_CHUNKS` chunks: beyond that the reader stops reading until the conversion
+    takes the next chunk (a few ms), so ExaBGP's write waits that long and the backlog of a table
+    load stays in BGP's own flow control instead of the relay's memory (145 MiB of queued hex at
+    the 1.2M-route full table)."""
+    chunks: queue.Queue = queue.Queue(QUEUED_CHUNKS)
     converted: queue.SimpleQueue = queue.SimpleQueue()
 
     def reader() -> None:
@@ -129,7 +135,7 @@ def _decode_pump(read, write) -> None:
 
     def sender() -> None:
         _pump(lambda _: converted.get(), write)
-        os._exit(0)
+        end()
 
     threading.Thread(target=reader, daemon=True).start()
     threading.Thread(target=sender, daemon=True).start()
@@ -140,10 +146,9 @@ def _decode_pump(read, write) -> None:
         convert = list
     _convert_lines(chunks, convert, converted.put)
     converted.put(b"")
-    threading.Event().wait()  # the sender ends the process once all is written
 
 
-def _convert_lines(chunks: queue.SimpleQueue, convert, write) -> None:
+def _convert_lines(chunks: queue.Queue, convert, write) -> None:
     """Lines from `chunks` (b"" at the end), converted, to `write`, a chunk or a few at a time."""
     rest = b""
     while True:
@@ -182,11 +187,13 @@ def main(argv: list[str]) -> int:
     sock.sendall(token.encode() + b"\n")
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     # ExaBGP -> agent in a thread, agent -> ExaBGP here; whichever ends first ends the process
-    to_agent = _decode_pump if decode else _pump
-    if decode:
+    def read(n: int) -> bytes:
+        return os.read(stdin, n)
+    if decode:  # (its sender thread ends the process once everything is written)
         sys.setswitchinterval(0.0005)  # the reader gets the interpreter back soon after each read
-    threading.Thread(target=lambda: (to_agent(lambda n: os.read(stdin, n), sock.sendall), os._exit(0)),
-                     daemon=True).start()
+        threading.Thread(target=_decode_pump, args=(read, sock.sendall), daemon=True).start()
+    else:
+        threading.Thread(target=lambda: (_pump(read, sock.sendall), os._exit(0)), daemon=True).start()
     _pump(sock.recv, _write_all(stdout))
     os._exit(0)
 
