@@ -212,7 +212,7 @@ def test_the_relays_decoder_without_shared_values_decodes_the_same(case, body, c
         wire_values.clear_memos()  # (no unshared value stays in a memo for later tests)
 
 
-def test_relay_pump_bounded_input_loses_and_reorders_nothing(monkeypatch):
+def test_relay_pump_bounded_queues_lose_and_reorder_nothing(monkeypatch):
     """ExaBGP's output waits in at most QUEUED_CHUNKS chunks; with a bound of 2 and one line per
     read every line still arrives, converted, in order, and the end comes after the last write."""
     import threading

@@ -32,7 +32,7 @@ import time
 
 CHUNK = 1 << 16
 BATCH = 256  # UPDATEs per wire-events line at most
-QUEUED_CHUNKS = 256  # chunks read from ExaBGP, waiting for the conversion, at most (16 MiB)
+QUEUED_CHUNKS = 256  # chunks waiting for the conversion, and converted ones, at most (16 MiB each)
 CONVERT_CHUNKS = 1  # chunks read from ExaBGP converted at a time (more: fewer writes, later)
 
 
@@ -120,14 +120,14 @@ def _decoder():
 def _decode_pump(read, write, end=lambda: os._exit(0)) -> None:
     """ExaBGP -> agent with UPDATEs decoded: a reader thread queues what ExaBGP writes, this
     thread converts it, a sender thread writes to the agent (and calls `end` when all is written
-    or the agent is gone). The conversion never waits for the agent (that queue is unbounded: the
-    agent drains its socket all the time anyway). What ExaBGP wrote waits for the conversion in
-    at most `QUEUED_CHUNKS` chunks: beyond that the reader stops reading until the conversion
-    takes the next chunk (a few ms), so ExaBGP's write waits that long and the backlog of a table
-    load stays in BGP's own flow control instead of the relay's memory (145 MiB of queued hex at
-    the 1.2M-route full table)."""
+    or the agent is gone). Both queues hold at most `QUEUED_CHUNKS` chunks (read, or converted
+    from one read): beyond that the reader stops reading until the conversion takes the next
+    chunk (a few ms; the conversion likewise waits for the sender), so ExaBGP's write waits that
+    long and the backlog of a table load stays in BGP's own flow control instead of the relay's
+    memory (145 MiB of queued hex at the 1.2M-route full table without the bound). ExaBGP waited
+    for the agent before too, once a socket buffer (~200 KiB) was full; now that takes ~30 MiB."""
     chunks: queue.Queue = queue.Queue(QUEUED_CHUNKS)
-    converted: queue.SimpleQueue = queue.SimpleQueue()
+    converted: queue.Queue = queue.Queue(QUEUED_CHUNKS)
 
     def reader() -> None:
         _pump(read, chunks.put)

@@ -53,9 +53,10 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _new_int = int.__new__
 _new_tuple = tuple.__new__
 _new_route_update = frozen_builder(RouteUpdate)
-# numbered attribute sets (the writer's table, so the rebuilder's too), and the sharing tables
+# numbered attribute sets (the writer's table, so the rebuilder's too: as many as the decoder
+# interns, `WireDecoder.CACHE_SIZE`, since only those objects come again), and the sharing tables
 # (each cleared when full): AS numbers as many as a full table has (~80k), other values
-ATTRS_SIZE, ASNS_SIZE, VALUES_SIZE = 1 << 14, 1 << 18, 1 << 15
+ATTRS_SIZE, ASNS_SIZE, VALUES_SIZE = 4096, 1 << 18, 1 << 15
 
 
 class RecordError(ValueError):
