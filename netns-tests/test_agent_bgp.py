@@ -54,6 +54,11 @@ def test_routes_learned_v4_v6_with_our_proto_and_withdraw_removes_them(bgp_lab):
     node.wait_routes(lambda r: "2001:db8:2::/48" not in r and "2001:db8:1::/48" in r, family=6, timeout=10)
     peers_view = node.api("/api/peers")
     assert {p["address"]: p["state"] for p in peers_view} == {"10.0.0.1": "up", "fd00::1": "up"}
+    # raw UPDATEs (the default) were decoded by ExaBGP's API helper, none by the agent itself
+    decoded = {line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+               for line in metric_line(node, "route_agent_bgp_update_events_decoded_total{")}
+    assert decoded["relay"] >= 4 and decoded["agent"] == 0, decoded
+    assert metric(node, "route_agent_exabgp_lines_not_understood_total") == 0
 
 
 def test_default_deny_and_policy_reject_leave_routes_out_and_counted(bgp_lab):

@@ -203,6 +203,14 @@ def _bgp_metrics(b: BgpCounts):
     yield wd
     yield CounterMetricFamily("route_agent_exabgp_restarts", "Times the ExaBGP child was restarted.",
                               value=b.speaker_restarts)
+    decoded = CounterMetricFamily("route_agent_bgp_update_events_decoded", "Events of received UPDATEs (raw "
+                                  "mode), by where they were decoded: relay (the API helper's process, the normal "
+                                  "case) or agent (lines the relay passed on undecoded).", labels=["decoded_by"])
+    for where in ("relay", "agent"):
+        decoded.add_metric([where], b.decoded_by.get(where, 0))
+    yield decoded
+    yield CounterMetricFamily("route_agent_exabgp_lines_not_understood", "Lines from ExaBGP the agent could "
+                              "not decode (logged).", value=b.decode_errors)
 
 
 class Metrics:

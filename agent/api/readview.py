@@ -43,6 +43,8 @@ class BgpCounts:
     updates: int
     speaker_restarts: int
     update_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (address, action) -> UPDATEs
+    decoded_by: Mapping[str, int] = field(default_factory=dict)  # "relay"/"agent" -> UPDATE events
+    decode_errors: int = 0  # lines from ExaBGP not understood
     bfd: "BfdCounts | None" = None
 
 

@@ -82,6 +82,7 @@ class ApiChannel:
         self.put_many = put_many or (lambda events: [put(e) for e in events])
         self.max_queued, self.max_in_flight = max_queued, max_in_flight
         self.decode_errors = 0
+        self.decoded_by: collections.Counter[str] = collections.Counter()  # raw UPDATEs' events: relay/agent
         self.acks: collections.Counter[bool] = collections.Counter()  # True/False -> count
         self.unmatched_acks = 0
         self.dropped = 0  # commands dropped at the bound or at a restart
@@ -183,7 +184,7 @@ class ApiChannel:
     async def read(self, reader: asyncio.StreamReader) -> None:
         """Decode every line from `reader` until end of file. (Read in chunks and split here:
         a `readline` per line cost ~15 % of handling an UPDATE of one prefix.)"""
-        decoder = Decoder()
+        decoder = Decoder(self.decoded_by)
         parts: list[bytes] = []  # the line being read, in pieces
         size = 0
         skipping = False  # inside a line longer than READ_LIMIT: dropped up to its end

@@ -61,6 +61,7 @@ The other direction, typed commands to ExaBGP's text, is `agent.speaker.encoder`
 from __future__ import annotations
 
 import binascii
+import collections
 import functools
 import ipaddress
 import json
@@ -118,7 +119,9 @@ class Decoder:
 
     ATTRS_CACHE_SIZE = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, decoded_by: collections.Counter | None = None) -> None:
+        # UPDATE events by where they were decoded: "relay" (wire-events) or "agent" (raw-update)
+        self.decoded_by: collections.Counter = decoded_by if decoded_by is not None else collections.Counter()
         self._peers: dict[str | bytes, str] = {}
         self._attrs: dict[PathAttrs, PathAttrs] = {}
         self.wire = WireDecoder()  # raw-update lines
@@ -185,7 +188,9 @@ class Decoder:
         """``raw-update PEER CAPS HEX``: an UPDATE body for the wire decoder (`agent.speaker.wire`)."""
         try:
             _, peer, caps, body = parts
-            return self.wire.decode(self._address(peer), int(caps), binascii.unhexlify(body))
+            events = self.wire.decode(self._address(peer), int(caps), binascii.unhexlify(body))
+            self.decoded_by["agent"] += len(events)
+            return events
         except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
             raise CodecError(f"malformed raw-update line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
@@ -193,7 +198,9 @@ class Decoder:
         """``wire-events PEER DATA``: an UPDATE the relay decoded (`agent.speaker.wire_records`)."""
         try:
             _, peer, data = parts
-            return self.records.events_of(self._address(peer), binascii.a2b_base64(data))
+            events = self.records.events_of(self._address(peer), binascii.a2b_base64(data))
+            self.decoded_by["relay"] += len(events)
+            return events
         except (ValueError, UnicodeDecodeError, binascii.Error) as exc:  # (RecordError is a ValueError)
             raise CodecError(f"malformed wire-events line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
