@@ -32,7 +32,7 @@ import time
 
 CHUNK = 1 << 16
 BATCH = 256  # UPDATEs per wire-events line at most
-QUEUED_CHUNKS = 256  # chunks waiting for the conversion, and converted ones, at most (16 MiB each)
+QUEUED_CHUNKS = 64  # chunks waiting for the conversion, and converted ones, at most (4 MiB each)
 CONVERT_CHUNKS = 1  # chunks read from ExaBGP converted at a time (more: fewer writes, later)
 
 
@@ -125,7 +125,7 @@ def _decode_pump(read, write, end=lambda: os._exit(0)) -> None:
     chunk (a few ms; the conversion likewise waits for the sender), so ExaBGP's write waits that
     long and the backlog of a table load stays in BGP's own flow control instead of the relay's
     memory (145 MiB of queued hex at the 1.2M-route full table without the bound). ExaBGP waited
-    for the agent before too, once a socket buffer (~200 KiB) was full; now that takes ~30 MiB."""
+    for the agent before too, once a socket buffer (~200 KiB) was full; now that takes several MiB."""
     chunks: queue.Queue = queue.Queue(QUEUED_CHUNKS)
     converted: queue.Queue = queue.Queue(QUEUED_CHUNKS)
 
