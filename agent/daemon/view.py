@@ -126,7 +126,7 @@ class AgentView:
             withdraws={a: export.withdraws[a] for a in bgp.peers},
             updates=bgp.updates, speaker_restarts=bgp.speaker.restarts,
             update_errors=dict(bgp.update_errors.counts),
-            decoded_by=dict(bgp.speaker.decoded_by), decode_errors=bgp.speaker.decode_errors,
+            decoded_by=dict(bgp.speaker.channel.decoded_by), decode_errors=bgp.speaker.decode_errors,
             bfd=self._bfd_counts())
 
     def _bfd_counts(self) -> BfdCounts | None:

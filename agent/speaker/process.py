@@ -159,12 +159,6 @@ class Speaker:
         return self.channel.decode_errors
 
     @property
-    def decoded_by(self) -> collections.Counter[str]:
-        """Events of raw UPDATEs by where they were decoded: ``relay`` (the API helper, the
-        normal case) or ``agent`` (lines the relay passed on raw)."""
-        return self.channel.decoded_by
-
-    @property
     def peer_states(self) -> dict[str, PeerStatus]:
         """The last state ExaBGP reported per peer (down for all when it died)."""
         return self.channel.peer_states
