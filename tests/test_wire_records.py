@@ -228,3 +228,17 @@ def test_relay_pump_bounded_queues_lose_and_reorder_nothing(monkeypatch):
     assert out[-2:] == [b"done", b""]
     d, ref = Decoder(), Decoder()
     assert [e for line in out[:-2] for e in d.decode(line)] == [e for line in lines[:-1] for e in ref.decode(line)]
+
+
+def test_relay_pump_ends_the_relay_when_the_conversion_fails(monkeypatch):
+    """A bug in the conversion must not leave ExaBGP blocked on a relay that no longer reads: the
+    relay ends (ExaBGP is then restarted, as when the relay dies: test_speaker_process)."""
+    import threading
+
+    def broken(lines):
+        raise RuntimeError("bug")
+    monkeypatch.setattr(relay, "_decoder", lambda: broken)
+    feed = iter([b"done\n"] * 10)
+    ended = threading.Event()
+    relay._decode_pump(lambda n: next(feed, b""), lambda data: None, ended.set)
+    assert ended.wait(30)

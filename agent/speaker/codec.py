@@ -195,7 +195,7 @@ class Decoder:
             raise CodecError(f"malformed raw-update line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
     def _records(self, parts: list) -> tuple[Event, ...]:
-        """``wire-events PEER DATA``: an UPDATE the relay decoded (`agent.speaker.wire_records`)."""
+        """``wire-events PEER DATA``: UPDATEs the relay decoded (`agent.speaker.wire_records`)."""
         try:
             _, peer, data = parts
             events = self.records.events_of(self._address(peer), binascii.a2b_base64(data))

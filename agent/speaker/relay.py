@@ -14,13 +14,17 @@ fast and can never stop reading ExaBGP for a reason of its own.
 ``--decode`` (raw-UPDATE mode): the relay also decodes UPDATEs, so the agent's busy core does not
 have to (`agent.speaker.wire_records`): every ``raw-update PEER CAPS HEX`` line becomes
 ``wire-events PEER DATA`` (the decoded events as a record); every other line passes unchanged, in
-order. One thread reads ExaBGP into an unbounded queue, so ExaBGP never waits for the decoding;
-another decodes and writes to the agent. The decoder is imported by that thread once it runs
-(~0.1 s, while the reader already reads); a line it cannot turn into a record (it cannot happen
-with the pinned ExaBGP, but the agent still understands the raw line) goes on raw. The agent reads the socket all the time, so ExaBGP never blocks on a full pipe because of the
-agent. When ExaBGP dies the relay's stdin reaches end of file; when the agent goes away the socket
-does; either way the relay exits at once (the supervisor restarts ExaBGP, which starts a new
-relay).
+order. Three threads: one reads ExaBGP, one converts, one writes to the agent, with two bounded
+queues between them (`_decode_pump`: while a table comes faster than it is converted, ExaBGP's
+write waits a few ms). The decoder is imported by the converting thread once it runs (~0.1 s,
+while the reader already reads); a line it cannot turn into a record (it cannot happen with the
+pinned ExaBGP, but the agent still understands the raw line) goes on raw. Should the conversion
+itself fail, the relay exits (as when ExaBGP or the agent goes away) rather than stop reading.
+
+The agent reads the socket all the time, so ExaBGP blocks on a full pipe only for as long as the
+relay's queues and the socket buffer are full. When ExaBGP dies the relay's stdin reaches end of
+file; when the agent goes away the socket does; either way the relay exits at once (the
+supervisor restarts ExaBGP, which starts a new relay).
 """
 
 import os
@@ -33,7 +37,6 @@ import time
 CHUNK = 1 << 16
 BATCH = 256  # UPDATEs per wire-events line at most
 QUEUED_CHUNKS = 64  # chunks waiting for the conversion, and converted ones, at most (4 MiB each)
-CONVERT_CHUNKS = 1  # chunks read from ExaBGP converted at a time (more: fewer writes, later)
 
 
 def _pump(read, write) -> None:
@@ -144,19 +147,22 @@ def _decode_pump(read, write, end=lambda: os._exit(0)) -> None:
     except Exception as exc:  # (ImportError, ...): the agent decodes the raw lines itself
         sys.stderr.write(f"relay: cannot decode UPDATEs ({exc!r}): they go to the agent raw\n")
         convert = list
-    _convert_lines(chunks, convert, converted.put)
+    try:
+        _convert_lines(chunks, convert, converted.put)
+    except BaseException as exc:  # a bug: end the relay (ExaBGP restarts), never leave ExaBGP blocked
+        sys.stderr.write(f"relay: conversion failed ({exc!r})\n")
+        end()
+        return
     converted.put(b"")
 
 
 def _convert_lines(chunks: queue.Queue, convert, write) -> None:
-    """Lines from `chunks` (b"" at the end), converted, to `write`, a chunk or a few at a time."""
+    """Lines from `chunks` (b"" at the end), converted, to `write`, a chunk at a time."""
     rest = b""
     while True:
-        data = [chunks.get()]
-        while data[-1] and len(data) < CONVERT_CHUNKS and not chunks.empty():
-            data.append(chunks.get())
-        ended = not data[-1]
-        lines = (rest + b"".join(data)).split(b"\n")
+        data = chunks.get()
+        ended = not data
+        lines = (rest + data).split(b"\n")
         rest = lines.pop()
         if lines:
             write(b"\n".join(convert(lines)) + b"\n")

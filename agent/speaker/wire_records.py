@@ -39,7 +39,7 @@ a peer).
 from __future__ import annotations
 
 import marshal
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 
 from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
@@ -151,21 +151,9 @@ class Rebuilder:
         if kind == 2:
             _, fam, runs, withdrawn, ids, wd_ids = r
             if len(runs) == 1:
-                ref, nh, ll, prefixes = runs[0]
-                attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
-                share = self._values.setdefault
-                if nh is not None:
-                    nh = share(nh, nh)
-                if ll is not None:
-                    ll = share(ll, ll)
-                if len(prefixes) == 1:
-                    announced = (_new_tuple(Announced, (_new_int(Prefix, prefixes[0]), nh, attrs, ll)),)
-                else:
-                    announced = tuple(map(_new_tuple, repeat(Announced),
-                                          zip(map(_new_int, repeat(Prefix), prefixes), repeat(nh), repeat(attrs),
-                                              repeat(ll))))
+                announced = self._run(*runs[0])
             else:
-                announced = self._announced(runs)
+                announced = tuple(chain.from_iterable([self._run(*run) for run in runs]))
             return _new_route_update(peer, _FAM[fam], announced,
                                      tuple(map(_new_int, repeat(Prefix), withdrawn)) if withdrawn else (), ids, wd_ids)
         if kind == 0:
@@ -175,18 +163,18 @@ class Rebuilder:
             return UpdateError(peer, UpdateAction(action), reason, code, subcode, _FAM[fam] if fam else None, data)
         raise RecordError(f"unknown record kind {kind!r}")
 
-    def _announced(self, runs) -> tuple:
-        announced: tuple = ()
+    def _run(self, ref, nh: str | None, ll: str | None, prefixes: tuple) -> tuple[Announced, ...]:
+        """The `Announced` of one run: no Python step per prefix (one prefix: no iterators either)."""
+        attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
         share = self._values.setdefault
-        for ref, nh, ll, prefixes in runs:
-            attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
-            if nh is not None:
-                nh = share(nh, nh)
-            if ll is not None:
-                ll = share(ll, ll)
-            announced += tuple(map(_new_tuple, repeat(Announced), zip(
-                map(_new_int, repeat(Prefix), prefixes), repeat(nh), repeat(attrs), repeat(ll))))
-        return announced
+        if nh is not None:
+            nh = share(nh, nh)
+        if ll is not None:
+            ll = share(ll, ll)
+        if len(prefixes) == 1:
+            return (_new_tuple(Announced, (_new_int(Prefix, prefixes[0]), nh, attrs, ll)),)
+        return tuple(map(_new_tuple, repeat(Announced),
+                         zip(map(_new_int, repeat(Prefix), prefixes), repeat(nh), repeat(attrs), repeat(ll))))
 
     def _new_attrs(self, fields: tuple) -> PathAttrs:
         """The `PathAttrs` of a numbered set written in full, its values shared with those held."""
