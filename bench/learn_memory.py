@@ -137,11 +137,10 @@ class Harness:
 
 
 def tune_gc() -> None:
-    """As the agent does at start (`agent.daemon.agent`): start-up objects frozen, young objects
-    collected every 50,000 allocations."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    """As the agent does at start (`agent.core.gctune`)."""
+    from agent.core.gctune import tune_gc as agents
+
+    agents()
 
 
 def lines_of(bodies: list[bytes]) -> list[bytes]:

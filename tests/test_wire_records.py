@@ -31,7 +31,7 @@ PEER = "192.0.2.1"
 
 def round_trip(body: bytes, caps: int):
     theirs = WireDecoder().decode(PEER, caps, body)
-    return Rebuilder().events_of(PEER, RecordWriter().dumps(theirs)), theirs
+    return Rebuilder().events_of(PEER, marshal.dumps(RecordWriter().records(theirs))), theirs
 
 
 BODIES = ([(f"captured {i}", bytes.fromhex(b), int(c)) for i, (c, b) in enumerate(cases.CAPTURED)]
@@ -76,7 +76,7 @@ def test_equal_sets_are_one_object_and_values_are_shared():
     dec, reb, writer = WireDecoder(), Rebuilder(), RecordWriter()
 
     def announced(body):
-        (ev,) = reb.events_of(PEER, writer.dumps(dec.decode(PEER, CAP_ASN4, body)))
+        (ev,) = reb.events_of(PEER, marshal.dumps(writer.records(dec.decode(PEER, CAP_ASN4, body))))
         return ev.announced[0]
 
     a, b, c = announced(_update(1, "10.0.0.0/24")), announced(_update(1, "10.0.1.0/24")), \

@@ -17,7 +17,6 @@ This is the only module that loads the keyword-named `agent/import/` package (wi
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib
 import logging
 import os
@@ -27,6 +26,7 @@ import sys
 
 from ..api.metrics import Metrics
 from ..config import resolve as cfgmod
+from ..core.gctune import tune_gc
 from ..k8s.cluster import ClusterState
 from .core import Core
 from .events import Event, EventQueue
@@ -45,17 +45,6 @@ _import = importlib.import_module("..import", __package__)  # the keyword-named 
 DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 
 
-def _tune_gc() -> None:
-    """The routing state is a few big dicts of ints and shared objects, with hardly any reference
-    cycles, while a burst of routes allocates hundreds of thousands of short-lived tuples: with the
-    default threshold (700) the cyclic collector runs every few hundred routes and costs about a
-    quarter of the time per route. Collect young objects every 50,000 allocations instead, and
-    keep what start-up created (modules, configuration) out of every collection."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
-
-
 # The GIL's switch interval (CPython's default is 5 ms). The FIB writer's threads hand every
 # netlink batch to the kernel with the GIL released and then need it back (for the ACKs, for the
 # next batch) while the core task is busy decoding UPDATEs: each such return waited up to one
@@ -67,7 +56,7 @@ SWITCH_INTERVAL = 0.0005
 
 
 def _tune_interpreter() -> None:
-    _tune_gc()
+    tune_gc()
     sys.setswitchinterval(SWITCH_INTERVAL)
 
 

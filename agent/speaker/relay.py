@@ -67,17 +67,13 @@ def _decoder():
     from binascii import b2a_base64, unhexlify
     from marshal import dumps
 
+    from agent.core.gctune import tune_gc
     from agent.speaker import wire_values
     from agent.speaker.wire import WireDecoder
     from agent.speaker.wire_records import RecordWriter
 
     wire_values.SHARE_VALUES = False  # (the agent shares them when it rebuilds the events)
-
-    import gc
-
-    gc.collect()  # as the agent does: what exists now is never garbage, young objects in big steps
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    tune_gc()
     decode = WireDecoder().decode
     writer = RecordWriter()
     records = writer.records

@@ -3,7 +3,7 @@
 DOC: in raw-UPDATE mode the API helper (`agent.speaker.relay`, its own process) decodes every
 ``raw-update PEER CAPS HEX`` line with the agent's UPDATE decoder (`agent.speaker.wire`) and
 writes ``wire-events PEER DATA`` in its place: DATA is the base64 of a `marshal` dump of the
-events' records (`RecordWriter.records`), built of plain tuples, ints, strings and bytes only.
+events' records (`RecordWriter.records`, one dump per line), built of plain tuples, ints, strings and bytes only.
 The agent (`agent.speaker.codec.Decoder`) turns DATA back into the very events
 `WireDecoder.decode` gave (`Rebuilder.events_of`), with a few C-level calls per UPDATE and no
 Python step per prefix. Why: decoding is about half of the agent's main-thread work for a table
@@ -28,9 +28,10 @@ from 0 again, writing the fields on each number's first use, so the rebuilder's 
 (`RecordWriter.reset`) makes the writer forget its numbers too, so no number is used that the
 rebuilder never saw.
 
-Sharing, as the in-process decoder has it: within a new set the AS numbers, AS paths and
-community texts are the objects already held when equal, and so are next hops (bounded tables:
-memory per route of a full table). A record that does not have this shape, or a number the
+Sharing, as the in-process decoder has it: within a new set the AS numbers and community texts
+are the objects already held when equal (the decoder's own tables, `wire_values.shared_asns` /
+`shared_texts`), and so are AS paths and next hops (bounded tables: memory per route of a full
+table). A record that does not have this shape, or a number the
 rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
 and code; marshal data comes only from the agent's own relay over its private socket, never from
 a peer).
@@ -44,7 +45,8 @@ from operator import itemgetter
 
 from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
 from ..core.model import BgpOrigin, Prefix
-from .wire_values import frozen_builder
+from .wire import WireDecoder
+from .wire_values import frozen_builder, shared_asns, shared_texts
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
 _FAM_CODE = {V4: 4, V6: 6}
@@ -53,10 +55,10 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _new_int = int.__new__
 _new_tuple = tuple.__new__
 _new_route_update = frozen_builder(RouteUpdate)
-# numbered attribute sets (the writer's table, so the rebuilder's too: as many as the decoder
-# interns, `WireDecoder.CACHE_SIZE`, since only those objects come again), and the sharing tables
-# (each cleared when full): AS numbers as many as a full table has (~80k), other values
-ATTRS_SIZE, ASNS_SIZE, VALUES_SIZE = 4096, 1 << 18, 1 << 15
+# numbered attribute sets (the writer's table, so the rebuilder's too): as many as the decoder
+# interns, since only those objects come again; the rebuilder's table of AS paths and next hops
+# (cleared when full; AS numbers and community texts: the decoder's own tables, `wire_values`)
+ATTRS_SIZE, VALUES_SIZE = WireDecoder.CACHE_SIZE, 1 << 15
 
 
 class RecordError(ValueError):
@@ -122,18 +124,13 @@ class RecordWriter:
                 raise TypeError(f"no record for {cls.__name__}")
         return out
 
-    def dumps(self, events: tuple[Event, ...]) -> bytes:
-        """`records(events)` as one marshal dump."""
-        return marshal.dumps(self.records(events))
-
 
 class Rebuilder:
     """Events from records (`events_of`), with the bounded tables of the module DOC."""
 
     def __init__(self) -> None:
         self._attrs: dict[int, PathAttrs] = {}  # number -> attribute set
-        self._asns: dict[int, int] = {}
-        self._values: dict = {}  # AS paths, community texts, next hops: value -> itself
+        self._values: dict = {}  # AS paths, next hops: value -> itself
 
     def events_of(self, peer: str, data: bytes) -> tuple[Event, ...]:
         try:
@@ -180,24 +177,20 @@ class Rebuilder:
         """The `PathAttrs` of a numbered set written in full, its values shared with those held."""
         if len(fields) != len(PathAttrs._fields) + 1:
             raise RecordError(f"attribute record of {len(fields)} fields")
-        values, asns = self._values, self._asns
+        values = self._values
         if len(values) >= VALUES_SIZE:
             values.clear()
-        if len(asns) >= ASNS_SIZE:
-            asns.clear()
-        share = values.setdefault
         number, origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed = fields
         if path:
             held = values.get(path)
             if held is None:
-                get = asns.setdefault
-                held = tuple(map(get, path, path))
+                held = shared_asns(path)
                 values[held] = held
             path = held
         if comms:
-            comms = tuple(map(share, comms, comms))
+            comms = shared_texts(comms)
         if large:
-            large = tuple(map(share, large, large))
+            large = shared_texts(large)
         attrs = self._attrs[number] = _new_tuple(PathAttrs, (
             _ORIGINS[origin], path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed))
         return attrs

@@ -96,7 +96,7 @@ def segments(data: bytes, pos: int, end: int, width: int) -> list | None:
         nxt = pos + 2 + count * width
         if count == 0 or not 1 <= kind <= 4 or nxt > end:
             return None
-        out.append((kind, _shared_asns(unpack(data, pos + 2, count))))
+        out.append((kind, shared_asns(unpack(data, pos + 2, count))))
         pos = nxt
     return out
 
@@ -108,7 +108,7 @@ ASN_MEMO_SIZE = 1 << 18  # distinct ASNs in a full table: ~80k
 SHARE_VALUES = True  # False: values are not shared (the relay's decoder: its output is marshalled)
 
 
-def _shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
+def shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
     """The same AS numbers, each one object however many paths hold it (an int above 256 is an
     object of its own: 32 octets, for every hop of every path of a full table otherwise)."""
     if not SHARE_VALUES:
@@ -180,7 +180,7 @@ _TEXTS: dict[str, str] = {}
 TEXT_MEMO_SIZE = 1 << 14  # (a table of every value ever seen would cost an entry per rare one)
 
 
-def _shared_texts(texts: list[str]) -> tuple[str, ...]:
+def shared_texts(texts: list[str]) -> tuple[str, ...]:
     """The same strings, one object per frequent community however many sets carry it (tables
     tag most routes with a few hundred values of their neighbours: 50-60 octets each, per set)."""
     if not SHARE_VALUES:
@@ -192,12 +192,12 @@ def _shared_texts(texts: list[str]) -> tuple[str, ...]:
 
 
 def community_texts(raw: bytes) -> tuple[str, ...]:
-    return _shared_texts([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
+    return shared_texts([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
 
 
 def large_texts(raw: bytes) -> tuple[str, ...]:
     it = iter(_u32s(raw, 0, len(raw) >> 2))
-    return _shared_texts([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
+    return shared_texts([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
 
 
 def extended_texts(raw: bytes) -> tuple[str, ...]:
