@@ -341,3 +341,42 @@ class Update(NamedTuple):
     origin: Origin
     candidate: Candidate | None = None
     path_id: int | None = None
+
+
+class _RunMarker:
+    """The `UpdateRun.marker`: in the place of `Update.path_id`, never a path id."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "RUN"
+
+
+RUN = _RunMarker()
+
+
+class UpdateRun(NamedTuple):
+    """New announcements of one origin sharing one candidate, as one item of an update list: what
+    an `Update(prefix, origin, candidate)` per prefix says (no ADD-PATH). The BGP import stage
+    makes one per UPDATE whose prefixes its peer had not sent before (`agent.import.runs`), so
+    that the RIB can take a table being learned with whole-dict operations. `marker` is `RUN`
+    where an `Update` has its path id: a loop unpacking four fields tells the two apart with
+    one identity test. Consumers that want single updates use `single_updates`."""
+
+    prefixes: list[Prefix]
+    origin: Origin
+    candidate: Candidate
+    marker: _RunMarker = RUN
+
+
+def single_updates(updates: list) -> list:
+    """`updates` with every `UpdateRun` spelled out as one `Update` per prefix."""
+    if not any(u[3] is RUN for u in updates):
+        return updates
+    out: list = []
+    for u in updates:
+        if u[3] is RUN:
+            out += [Update(p, u.origin, u.candidate) for p in u.prefixes]
+        else:
+            out.append(u)
+    return out

@@ -9,9 +9,10 @@ candidates per origin (so paths, for an ADD-PATH peer). Nothing
 derived is stored per route: the winner is recomputed from the candidates when a prefix changes,
 which keeps a million routes at a dict slot, an int key and a shared candidate each.
 
-`apply(updates)` takes a batch of source updates and returns the prefixes whose desired kernel
-route changed (old best vs new best), mapped to the new `KernelRoute` or None (nothing of ours:
-no usable candidate, or a foreign route wins so we never shadow what another daemon owns).
+`apply(updates)` takes a batch of source updates (`UpdateRun`s among them: `ribruns`) and
+returns the prefixes whose desired kernel route changed (old best vs new best), mapped to the new
+`KernelRoute` or None (nothing of ours: no usable candidate, or a foreign route wins so we never
+shadow what another daemon owns).
 
 Next hops are resolved through the `Resolver`, which learns directly connected routes from the
 foreign kernel candidates passing through here. When connectivity changes (an interface address or
@@ -26,19 +27,11 @@ from dataclasses import dataclass
 
 from .bestpath import Selection, candidate_order, select
 from .model import (
-    NEVER_INSTALL,
-    BestReason,
-    Candidate,
-    KernelRoute,
-    NextHop,
-    Origin,
-    Prefix,
-    RouteType,
-    Update,
-    intern,
-    nexthops,
+    NEVER_INSTALL, RUN, BestReason, Candidate, KernelRoute, NextHop, Origin, Prefix, RouteType,
+    Update, intern, nexthops
 )
 from .resolver import Resolver
+from .ribruns import apply_run
 
 Entry = Candidate | tuple[Candidate, ...]
 
@@ -105,6 +98,12 @@ class Rib:
         single = self._single_cache
         added_origin, added = None, 0  # new prefixes of one origin, counted once (Origin's hash is Python)
         for prefix, origin, cand, path_id in updates:
+            if path_id is RUN:  # an `UpdateRun` (`prefix`: its prefixes): `ribruns`
+                if added:
+                    counts[added_origin] += added
+                    added_origin, added = None, 0
+                changes.update(apply_run(self, prefix, origin, cand, before))
+                continue
             if prefix not in before:
                 cur = routes.get(prefix)
                 if cur is None:

@@ -38,7 +38,7 @@ from ..bfd.client import BfdChange, BfdClient
 from ..bfd.runtime import SessionSpec
 from ..bfd.session import Timers
 from ..config.bfd import effective_timers
-from ..core.model import Origin, Update
+from ..core.model import Origin, Update, single_updates
 
 log = logging.getLogger("route_agent.bfd")
 CEASE, BFD_DOWN = 6, 10  # NOTIFICATION Cease, subcode "BFD Down" (RFC 9384)
@@ -115,7 +115,7 @@ class BfdLink:
         if not gated:
             return updates
         out = []
-        for u in updates:
+        for u in single_updates(updates):  # (held per prefix)
             peer = gated.get(u.origin)
             if peer is None:
                 out.append(u)

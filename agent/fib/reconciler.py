@@ -42,6 +42,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.model import KernelRoute, Prefix
+from . import bulk
 from .types import FibSettings, Op, OpError, OpKind, kernel_metric
 
 _UNKNOWN = object()
@@ -119,6 +120,8 @@ class FibState:
 
     def want(self, changes: Mapping[Prefix, KernelRoute | None]) -> None:
         """The RIB's desired routes (None: nothing of ours) for some prefixes."""
+        if bulk.want_new(self, changes):
+            return
         actual, pending, stale, fill, inflight = self.actual, self.pending, self.stale, self._fill, self.inflight
         for prefix, route in changes.items():
             if route is not None:
@@ -267,6 +270,9 @@ class FibState:
         held = self.adopted if not self.gate_open else ()
         actual, inflight, extra = self.actual, self.inflight, self.extra
         skip_failed = self.failed if not retry_failed else ()
+        new = bulk.plan_new(self, held, skip_failed)
+        if new is not None:
+            return new
         settled = []
         for prefix, route in self.pending.items():
             if (held and prefix in held) or (inflight and prefix in inflight) or (
@@ -309,6 +315,8 @@ class FibState:
 
     def done(self, ops: Sequence[Op], errors: Iterable[OpError]) -> None:
         """Record the outcome of `ops`: `errors` are the failed ones, all others succeeded."""
+        if bulk.done_added(self, ops, errors):
+            return
         failed = {id(e.op): e for e in errors}
         actual, pending, inflight, extra = self.actual, self.pending, self.inflight, self.extra
         for op in ops:

@@ -28,10 +28,10 @@ For each received route (`receive`):
    eBGP is reset to 100 first: RFC 4271 says to ignore it); the kernel metric of
    ``setKernelMetric``. Attributes may be a `BgpAttrs` or the speaker's received-attributes record
    (same field names; absent LOCAL_PREF -> 100, absent MED -> 0, router id from `set_router_id`).
-   One candidate is built per attribute set (`peer.PeerState.candidate`) and reused while
-   the attributes object, the modifications and the next hop stay the same (the codec shares one
-   attributes object between the prefixes of an UPDATE), so a 100k-prefix table of shared
-   attributes builds a handful of candidates.
+   One candidate is built per attribute set (`peer.PeerState.candidate`) and reused while the
+   attributes object, the modifications and the next hop stay the same (the codec shares one
+   attributes object between the prefixes of an UPDATE): a table builds a handful of them
+   (and, new and all accepted, reaches the RIB as one `UpdateRun` per UPDATE: `runs`).
 
 ADD-PATH (RFC 7911): a batch with path ids (`receive_batch(..., path_ids=)`), `withdraw_path`,
 and the paths in `accepted_prefixes`, `recheck_guard`, `explain_paths` are `agent.import.paths`:
@@ -62,13 +62,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..core.model import (
-    DEFAULT_DISTANCE,
-    Origin,
-    Prefix,
-    SourceKind,
-    Update,
-)
+from ..core.model import DEFAULT_DISTANCE, Origin, Prefix, SourceKind, Update
 from ..policy.engine import CompiledPolicy
 from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Reason, Verdict, shared_verdict
@@ -76,6 +70,7 @@ from .guard import Guard
 from .maxprefix import MaxPrefix, MaxPrefixDecision
 from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
+from .runs import receive_run
 from .single import receive_one
 
 _OK = MaxPrefixDecision.OK
@@ -89,8 +84,8 @@ class ImportResult(NamedTuple):
     maxprefix: MaxPrefixDecision  # OK, or WARN / DISCARD / TEARDOWN for the caller to act on
 
 
-_result = partial(tuple.__new__, ImportResult)  # NamedTuples without their Python-level __new__:
-_update = partial(tuple.__new__, Update)  # one of each per received route
+_result = partial(tuple.__new__, ImportResult)  # NamedTuples without their Python __new__
+_update = partial(tuple.__new__, Update)  # (one of each per received route)
 
 
 class ImportStage:
@@ -209,19 +204,21 @@ class ImportStage:
         UPDATE): append the RIB updates to `out`; return the max-prefix decision the caller must act
         on (TEARDOWN if any, else the first other one) and the last prefix's verdict.
 
-        The guard runs per prefix (`Guard.refused`: the next hop once); the AS-path loop check, the
-        policy (unless it has a prefix condition) and the candidate run once per batch; max-prefix
-        is asked only beyond the room it had at the start (`MaxPrefix.room`). `stale` is the peer's set of stale
-        prefixes (graceful restart): a re-announced one leaves it, and one that is now rejected is
-        withdrawn (the stage forgot it when the session went down). `path_ids` (ADD-PATH: the path
-        id of each prefix) sends the batch to `paths.receive_paths`."""
+        The guard runs per prefix (`Guard.refused`: the next hop once); the AS-path loop check,
+        the policy (unless it has a prefix condition) and the candidate once per batch; max-prefix
+        only beyond the room it had at the start (`MaxPrefix.room`); new prefixes all accepted are
+        one `UpdateRun` (`runs`). `stale`: the peer's stale prefixes (graceful restart): a
+        re-announced one leaves it, one now rejected is withdrawn (the stage forgot it when the
+        session went down). `path_ids` (ADD-PATH) sends the batch to `paths.receive_paths`."""
         st = self._peers[peer]
         if path_ids is not None:
             return receive_paths(self, st, peer, prefixes, path_ids, nexthop, attrs, out, stale)  # type: ignore[return-value]
         if len(prefixes) == 1:  # an UPDATE of its own attribute set: its usual outcome, cheaply
             done = receive_one(self, st, peer, prefixes[0], nexthop, attrs, out, stale)
-            if done is not None:
-                return done
+        else:  # new prefixes all accepted (a table being learned): one `UpdateRun`
+            done = receive_run(self, st, peer, prefixes, nexthop, attrs, out, stale)
+        if done is not None:
+            return done
         s = st.settings
         maxprefix = self.maxprefix
         verdicts, held, origin = st.verdicts, st.held, st.origin
@@ -312,7 +309,7 @@ class ImportStage:
         return withdraw_path(self, self._peers[peer], peer, prefix, path_id)
 
     def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
-        """`peer` withdrew `prefix`: the RIB withdraw to forward, or None if it was not accepted."""
+        """`peer` withdrew `prefix`: the RIB withdraw to forward (None: it was not accepted)."""
         st = self._peers[peer]
         old = st.verdicts.pop(prefix, None)
         if old is None:

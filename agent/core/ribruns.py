@@ -1,0 +1,56 @@
+"""The RIB's bulk lane: an `UpdateRun` (new prefixes of one origin sharing one candidate) taken
+with whole-dict operations.
+
+DOC: `Rib.apply` hands every `UpdateRun` of its batch to `apply_run`. When none of the run's
+prefixes has a candidate yet (nor was touched earlier in the batch), the origin is not a foreign
+kernel source and the candidate's kernel route does not depend on the prefix (it is not resolved
+recursively), each prefix gets the candidate with one ``dict.update`` and the run's changes are
+one route for all of them: no Python step per prefix. Otherwise the run is spelled out as one
+`Update` per prefix and goes through `Rib.apply`'s general loop (`_per_prefix`), which stays the
+reference (tests/test_import_runs.py compares both).
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from typing import TYPE_CHECKING
+
+from .model import Candidate, KernelRoute, Origin, Prefix, Update
+
+if TYPE_CHECKING:
+    from .rib import Rib
+
+
+def apply_run(rib: Rib, prefixes: list[Prefix], origin: Origin, cand: Candidate,
+              before: dict) -> dict[Prefix, KernelRoute | None]:
+    """The changes of the run (`before`: the prefixes the batch touched so far, see `Rib.apply`)."""
+    routes = rib._routes
+    if (origin.kind.foreign or not routes.keys().isdisjoint(prefixes)
+            or (before and not before.keys().isdisjoint(prefixes))):
+        return _per_prefix(rib, prefixes, origin, cand, before)
+    generation, cache = rib.resolver.generation, rib._single_cache
+    hit = cache.get(id(cand))
+    if hit is not None and hit[0] is cand and hit[1] == generation:
+        route = hit[2]
+    else:
+        route = rib._desired_single(cand, prefixes[0])
+        hit = cache.get(id(cand))
+        remembered = hit is not None and hit[0] is cand and hit[1] == generation
+        if not remembered and not (rib.failed and origin in rib.failed):  # (recursive: per prefix)
+            return _per_prefix(rib, prefixes, origin, cand, before)
+    n = len(routes)
+    routes.update(zip(prefixes, repeat(cand)))
+    rib.counts[origin] += len(routes) - n
+    return {} if route is None else dict.fromkeys(prefixes, route)
+
+
+def _per_prefix(rib: Rib, prefixes: list[Prefix], origin: Origin, cand: Candidate,
+                before: dict) -> dict[Prefix, KernelRoute | None]:
+    """The run as one `Update` per prefix, through `Rib.apply`. A prefix the outer batch touched
+    before the run is left out of the result: the outer batch compares it with its state before
+    the batch (the inner one would compare with its state before the run)."""
+    changes = rib.apply([Update(p, origin, cand) for p in prefixes])
+    if before:
+        for prefix in before.keys() & changes.keys():
+            del changes[prefix]
+    return changes

@@ -1,0 +1,105 @@
+"""Bulk lanes of the FIB state: a big batch of routes that are all new, handled by whole-dict
+operations instead of one Python step per route.
+
+DOC: a table being learned (start-up, a peer's first full feed) reaches the FIB as tens of
+thousands of prefixes that nothing of ours holds yet, sharing a handful of interned
+`KernelRoute`s. For that shape the general per-prefix loops of `FibState` (`want`, `plan`,
+`done`) do nothing but copy: each lane here first checks, with
+C-level set and dict operations (no Python call per prefix), that the whole batch is of that
+shape, and then does the copy in bulk (``dict.update``, ``map``/``zip`` over the ops). When the
+check fails (a prefix is already installed, in flight, failed, adopted, has leftovers at other
+metrics; a route needs its metric filled; an op is not an ADD; an error came back) the lane
+returns None/False and the caller runs its general loop, which stays the reference: a lane must
+leave exactly the state that loop would (tests/test_fib_bulk.py compares both on the same
+inputs).
+
+Each lane takes the owner's state object and runs on the owner's task, like the method it
+shortcuts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from functools import partial
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+from ..core.model import KernelRoute, Prefix
+from .types import Op, OpKind
+
+if TYPE_CHECKING:
+    from .reconciler import FibState
+
+MIN = 64  # smaller batches take the general loop (the checks would cost more than they save)
+ADD = OpKind.ADD
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+_ID_NONE = id(None)
+_op = partial(tuple.__new__, Op)  # (Op._make is a Python call per op)
+
+
+def _distinct(values) -> dict[int, object]:
+    """The distinct objects among `values`, by identity (routes are interned: a handful)."""
+    values = list(values)
+    return dict(zip(map(id, values), values))
+
+
+def _disjoint(keys, table) -> bool:
+    return not table or table.keys().isdisjoint(keys)
+
+
+def want_new(fib: FibState, changes: Mapping[Prefix, KernelRoute | None]) -> bool:
+    """`FibState.want` for prefixes that are all new to us, each wanting a route with its metric
+    set (not 0: the IPv6 normalisation is per prefix): they go to `pending` as they are."""
+    if len(changes) < MIN or fib.extra or not _disjoint(changes, fib.failed):
+        return False
+    if not fib.actual.keys().isdisjoint(changes) or not _disjoint(changes, fib.inflight):
+        return False
+    for route in _distinct(changes.values()).values():
+        if route is None or not route.metric:  # (None: nothing wanted; 0 or None: per prefix)
+            return False
+    if fib.stale:
+        fib.stale.difference_update(changes)
+    fib.pending.update(changes)
+    return True
+
+
+def plan_new(fib: FibState, held, skip_failed) -> list[Op] | None:
+    """`FibState.plan` when every pending prefix is new (nothing of ours in the kernel or in
+    flight, not held, not waiting for a retry) and wants a route: one ADD each, and the pending
+    table becomes the in-flight one."""
+    pending = fib.pending
+    if len(pending) < MIN or fib.extra or (held and not held.isdisjoint(pending)):
+        return None
+    if not fib.actual.keys().isdisjoint(pending) or not _disjoint(pending, fib.inflight):
+        return None
+    if skip_failed and not skip_failed.keys().isdisjoint(pending):
+        return None
+    if _ID_NONE in set(map(id, pending.values())):
+        return None
+    ops = list(map(_op, zip(repeat(ADD), pending.keys(), pending.values())))
+    if fib.inflight:
+        fib.inflight.update(pending)
+    else:
+        fib.inflight = pending
+    fib.pending = {}
+    return ops
+
+
+def done_added(fib: FibState, ops: Sequence[Op], errors) -> bool:
+    """`FibState.done` for a batch of ADDs that all succeeded, of prefixes that still have
+    nothing of ours in `actual` or `pending` (nor leftovers, nor failures to clear)."""
+    if len(ops) < MIN or errors or fib.extra or fib.failed:
+        return False
+    if set(map(id, map(_first, ops))) != {id(ADD)}:
+        return False
+    prefixes = list(map(_second, ops))
+    if not fib.actual.keys().isdisjoint(prefixes) or not _disjoint(prefixes, fib.pending):
+        return False
+    fib.actual.update(zip(prefixes, map(_third, ops)))
+    inflight = fib.inflight
+    deque(map(inflight.pop, prefixes, repeat(None)), maxlen=0)
+    if not inflight:
+        fib.inflight = {}
+    return True
