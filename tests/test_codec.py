@@ -321,3 +321,28 @@ def test_truncated_buffer_is_not_an_exception():
     data = kmsg(attrs=[("RTA_DST", "10.1.0.0"), ("RTA_OIF", 3)])
     assert Decoder(S, NAMES).decode(data[:-3]) == []
     assert list(codec.iter_messages(b"\0" * 10)) == []
+
+
+def test_encode_batch_equals_encode_op_by_op():
+    """`encode_batch` (the writer's batches) makes exactly `encode`'s messages: both families, a
+    default route, every kind, plain routes and routes through nexthop objects, object writes,
+    routes changing from op to op and back, a big table number."""
+    from agent.fib.types import NhOp, NhRouteOp
+
+    a, b = kr(NextHop("10.0.0.1", "eth0")), kr(NextHop("10.0.0.1", "eth0"), NextHop("10.0.0.2", "eth1"))
+    v6 = kr(NextHop("fd00::1", "eth0"))
+    ops = []
+    for i in range(40):
+        ops.append(Op(OpKind.ADD, Prefix.parse(f"10.{i}.0.0/16"), a if i % 7 else b))
+        ops.append(Op(OpKind.REPLACE, Prefix.parse(f"2001:db8:{i:x}::/48"), v6))
+        if i % 9 == 0:
+            ops += [Op(OpKind.DELETE, Prefix.parse("0.0.0.0/0"), a), Op(OpKind.DELETE, Prefix.parse("10.9.9.9/32"), b)]
+        if i % 5 == 0:
+            ops += [NhRouteOp(Op(OpKind.ADD, Prefix.parse(f"10.200.{i}.0/24"), a), 1000 + i % 2),
+                    NhOp(OpKind.ADD, 77, 4, NextHop("10.0.0.1", "eth0"))]
+    for settings in (S, FibSettings(table=1000, protocol=99, metric=5)):
+        enc = Encoder(settings, INDEX)
+        assert enc.encode_batch(ops, 500) == [enc.encode(op, 500 + j) for j, op in enumerate(ops)]
+        assert enc.encode_batch(ops[3:], 9) == [enc.encode(op, 9 + j) for j, op in enumerate(ops[3:])]
+    with pytest.raises(UnknownDevice):
+        Encoder(S, {}).encode_batch(ops, 1)

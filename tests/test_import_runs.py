@@ -168,3 +168,24 @@ def test_a_recursive_next_hop_is_decided_per_prefix(monkeypatch):
     assert set(changes) == set(POOL[:5])
     assert rib.desired(P("198.18.0.0/24")) is None
     assert all(rib.desired(p).nexthops[0].gateway == EBGP for p in POOL[:5])
+
+
+def test_runs_as_decoded_equal_the_announced_tuples():
+    """An UPDATE rebuilt from the relay's records keeps its runs (`AnnouncedRuns`): the BGP
+    source gives each run to the stage as one batch; the RIB ends up as with the same UPDATE
+    as `Announced` tuples, with and without ADD-PATH path ids."""
+    from agent.core.bgp import Announced, AnnouncedRuns, RouteUpdate
+    from tests.test_addpath import BIRD, UP1, UP2, V4, Lab
+
+    runs = ((tuple(POOL[:20]), "10.0.1.1", UP1, None), ((POOL[20],), "10.0.2.1", UP2, None),
+            (tuple(POOL[21:40]), "10.0.2.1", UP2, None))
+    flat = tuple(Announced(p, nh, a, ll) for ps, nh, a, ll in runs for p in ps)
+    assert AnnouncedRuns(runs) == flat and flat == AnnouncedRuns(runs) and len(AnnouncedRuns(runs)) == 40
+    for ids in (None, tuple(range(1, 41))):
+        as_runs, as_tuples = Lab(), Lab()
+        out_runs = as_runs.feed(RouteUpdate(BIRD, V4, AnnouncedRuns(runs), (), ids))
+        out_tuples = as_tuples.feed(RouteUpdate(BIRD, V4, flat, (), ids))
+        assert single_updates(out_runs.updates) == single_updates(out_tuples.updates)
+        assert any(isinstance(u, UpdateRun) for u in out_runs.updates) == (ids is None)
+        assert {p: as_runs.route(p) for p in POOL} == {p: as_tuples.route(p) for p in POOL}
+        assert as_runs.stage.held(BIRD) == as_tuples.stage.held(BIRD) == {4: (40, 0), 6: (0, 0)}

@@ -12,8 +12,9 @@ of the configuration (``ipv4-unicast``), `Family.afi_safi` gives ExaBGP's (``ipv
 A malformed UPDATE (decoded by the agent's own wire codec, RFC 7606) is reported as an
 `UpdateError` with the action taken; `SendNotification` is the command that resets a session.
 
-`RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples (and, for
-an ADD-PATH family, `RouteUpdate.path_ids` the path id of each). All the
+`RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples (or the
+same as runs of prefixes: `AnnouncedRuns`; and, for an ADD-PATH family, `RouteUpdate.path_ids`
+the path id of each). All the
 prefixes of one UPDATE share one `PathAttrs` object (and the decoder re-uses equal attribute sets
 across UPDATEs), so a large table costs one small object per distinct attribute set.
 """
@@ -21,6 +22,7 @@ across UPDATEs), so a large table costs one small object per distinct attribute 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -81,6 +83,47 @@ class Announced(NamedTuple):
     link_local: str | None = None
 
 
+class AnnouncedRuns(Sequence):
+    """`RouteUpdate.announced` kept as the runs it was decoded in: ``(prefixes, next_hop, attrs,
+    link_local)`` each, the prefixes of a run sharing the rest. The relay's records arrive that
+    way (`agent.speaker.wire_records`): the BGP source hands each run to the import stage as one
+    batch (`runs`), so a table costs no `Announced` tuple per prefix. As a sequence it is the
+    `Announced` tuples (built on first use), equal to the tuple of them."""
+
+    __slots__ = ("runs", "_len", "_flat")
+
+    def __init__(self, runs: tuple[tuple[tuple[Prefix, ...], str, PathAttrs, str | None], ...]) -> None:
+        self.runs = runs
+        self._len = sum(len(r[0]) for r in runs)
+        self._flat: tuple[Announced, ...] | None = None
+
+    def _all(self) -> tuple[Announced, ...]:
+        if self._flat is None:
+            self._flat = tuple(Announced(p, nh, attrs, ll) for prefixes, nh, attrs, ll in self.runs
+                               for p in prefixes)
+        return self._flat
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AnnouncedRuns):
+            other = other._all()
+        return self._all() == other if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
 @dataclass(frozen=True, slots=True)
 class RouteUpdate:
     """One received UPDATE (for one family): prefixes announced and withdrawn.
@@ -92,7 +135,7 @@ class RouteUpdate:
 
     peer: str
     family: Family
-    announced: tuple[Announced, ...] = ()
+    announced: tuple[Announced, ...] | AnnouncedRuns = ()
     withdrawn: tuple[Prefix, ...] = ()
     path_ids: tuple[int, ...] | None = None
     withdrawn_path_ids: tuple[int, ...] | None = None

@@ -23,11 +23,13 @@ import concurrent.futures
 import errno
 import logging
 import time
-from collections import Counter
+from operator import itemgetter
 
 from ..fib.nhkeys import nh_deletes
 from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
 from .events import Event, EventQueue
+
+_first = itemgetter(0)
 
 log = logging.getLogger("route_agent")
 
@@ -132,7 +134,7 @@ class FibWriter:
                 kernel_errors = kernel_errors + failed
         self.routing.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
-        for kind, n in Counter(op.kind for op in kops).items():
+        for kind, n in kind_counts(kops).items():
             self.metrics.netlink_ops.labels(kind.value).inc(n)
         errors = kernel_errors
         for e in errors:
@@ -182,6 +184,14 @@ class FibWriter:
         errors = netlink.apply(ops)
         log.info("flush-on-exit: deleted %d routes and nexthop objects (%d errors)",
                  len(ops) - len(errors), len(errors))
+
+
+def kind_counts(kops) -> dict[OpKind, int]:
+    """How many kernel ops of each kind `kops` holds, counted in C (`list.count` compares by
+    identity first; a route op's `kind` is a Python property, an OpKind's hash Python code)."""
+    kinds = [k[0] if k.__class__ is NhRouteOp else k for k in kops]  # (the op a route op stands for)
+    kinds = list(map(_first, kinds))
+    return {kind: n for kind in OpKind if (n := kinds.count(kind))}
 
 
 def _describe(op) -> str:

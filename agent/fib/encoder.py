@@ -28,7 +28,7 @@ from __future__ import annotations
 import errno as _errno
 import ipaddress
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..core.model import KernelRoute, NextHop, RouteType
 from .codec import (
@@ -105,10 +105,12 @@ class Encoder:
         self.index_of = index_of
         self._cache: dict[tuple, tuple[struct.Struct, int, int, int, int, bytes, KernelRoute]] = {}
         self._rtm_table = settings.table if settings.table < 256 else RT_TABLE_UNSPEC
+        self._quick: dict[tuple, tuple] = {}  # `encode_batch`'s cache
 
     def invalidate(self) -> None:
         """Forget cached tails (call when interface indexes may have changed)."""
         self._cache.clear()
+        self._quick.clear()
 
     def encode(self, op: Op, seq: int, ack: bool = False) -> bytes:
         """The message for `op` with sequence number `seq` (NLM_F_ACK added when `ack`).
@@ -147,6 +149,61 @@ class Encoder:
                            ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail)
         return st.pack(st.size, mtype, flags, seq, 0, AF_INET, length, 0, 0, self._rtm_table,
                        self.settings.protocol, scope, rtype, 0, 8, RTA_DST, (p >> 8).to_bytes(4, "big"), tail)
+
+    def encode_batch(self, ops: Sequence[Op], first: int) -> list[bytes]:
+        """The messages of `ops` with sequence numbers `first`, `first` + 1, ... (no ACK flag),
+        as `encode` makes them (the tests compare both), cheaper per op: one call for the batch,
+        the cached parts looked up again only when the route, kind, nexthop id or family change
+        from the op before (ops come in runs of one route), and a `Struct` of seven fields (the
+        constant parts of the headers as byte strings) instead of seventeen. Raises as `encode`
+        does; a batch that raises is encoded op by op by the caller."""
+        out: list[bytes] = []
+        append = out.append
+        seq = first
+        last = (None, None, None, None)
+        pack = pre = mid = rest = tail = None
+        for op in ops:
+            cls = op.__class__
+            if cls is NhRouteOp:
+                (kind, p, route), nhid = op
+            elif cls is Op:
+                kind, p, route = op
+                nhid = 0
+            else:
+                append(encode_nh(op, self.settings.protocol, self._ifindex, seq, False))
+                seq += 1
+                continue
+            v6 = p & _V6_FLAG
+            if route is not last[0] or kind is not last[1] or nhid != last[2] or v6 != last[3]:
+                pack, pre, mid, rest, tail = self._quick_entry(op, kind, route, nhid, v6)
+                last = (route, kind, nhid, v6)
+            length = p & 0xFF
+            if length == 0:  # (no RTA_DST)
+                append(self.encode(op, seq))
+            elif v6:
+                append(pack(pre, seq, mid, length, rest, ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail))
+            else:
+                append(pack(pre, seq, mid, length, rest, (p >> 8).to_bytes(4, "big"), tail))
+            seq += 1
+        return out
+
+    def _quick_entry(self, op, kind: OpKind, route: KernelRoute, nhid: int, v6: int) -> tuple:
+        """`encode_batch`'s cached parts for a route, kind, nexthop id and family: the Struct's
+        pack, nlmsghdr up to the sequence number, the rest of nlmsghdr and rtm_family, rtmsg
+        after rtm_dst_len with RTA_DST's header, and the tail after the destination."""
+        key = (id(route), id(kind), nhid, v6)
+        hit = self._quick.get(key)
+        if hit is not None and hit[1] is route:
+            return hit[0]
+        ref = self.encode(op._replace(prefix=(op[1] | 0xFF)) if op.__class__ is Op  # (any length but 0)
+                          else op._replace(op=op[0]._replace(prefix=op[0][1] | 0xFF)), 0)
+        alen = 16 if v6 else 4
+        parts = (struct.Struct(f"=8sI5sB14s{alen}s{len(ref) - 32 - alen}s").pack, ref[:8], ref[12:17], ref[18:32],
+                 ref[32 + alen:])
+        if len(self._quick) > 65536:
+            self._quick.clear()
+        self._quick[key] = (parts, route)
+        return parts
 
     def _build_nh(self, kind: OpKind, family: int, route: KernelRoute, nhid: int):
         """The cached part of `nhcodec.encode_nh_route`'s message: RTA_TABLE, RTA_PRIORITY and

@@ -184,7 +184,7 @@ class NetlinkWriter:
     def _apply(self, ops: Sequence[Op]) -> list[OpError]:
         self._sync_links()
         failures: list[tuple[int, OpError]] = []
-        encode = self.encoder.encode
+        encode, encode_batch = self.encoder.encode, self.encoder.encode_batch
         seq = self.sock.seq
         batch = self.batch
         # With more than one batch, a sender thread writes batch k (the kernel does its work inside
@@ -202,7 +202,7 @@ class NetlinkWriter:
                 # the common case: a whole batch encodes and fits the byte bound (one comprehension)
                 chunk = ops[i:i + batch]
                 try:
-                    msgs = [encode(op, first + j) for j, op in enumerate(chunk)]
+                    msgs = encode_batch(chunk, first)
                 except (LookupError, ValueError, TypeError):
                     msgs = None
                 if msgs is not None and sum(map(len, msgs)) < _BATCH_BYTES:

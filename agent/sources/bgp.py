@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 from ..core.model import Prefix, Update
 from ..core.bgp import (
+    AnnouncedRuns,
     EndOfRib,
     Family,
     Keepalive,
@@ -191,6 +192,12 @@ class BgpSource:
                     out.updates.append(u)
                     out.withdrawn.append(prefix)
         announced, ids = ev.announced, ev.path_ids
+        if announced.__class__ is AnnouncedRuns and ids is None:  # runs as decoded: a batch each
+            for prefixes, next_hop, attrs, _link_local in announced.runs:
+                decision, _verdict = stage.receive_batch(ev.peer, prefixes, next_hop, attrs, out.updates, s.stale)
+                if decision != "ok":
+                    self._max_prefix(ev.peer, s, decision, out)
+            return
         i, n = 0, len(announced)
         if n == 1 and ids is None:  # one prefix (an UPDATE of its own attribute set: the costly case)
             prefix, next_hop, attrs, _link_local = announced[0]

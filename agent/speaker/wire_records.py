@@ -43,7 +43,7 @@ import marshal
 from itertools import chain, repeat
 from operator import itemgetter
 
-from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
+from ..core.bgp import Announced, AnnouncedRuns, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
 from ..core.model import BgpOrigin, Prefix
 from .wire import WireDecoder
 from .wire_values import frozen_builder, shared_asns, shared_texts
@@ -150,7 +150,13 @@ class Rebuilder:
             if len(runs) == 1:
                 announced = self._run(*runs[0])
             else:
-                announced = tuple(chain.from_iterable([self._run(*run) for run in runs]))
+                announced = [self._run(*run) for run in runs]
+                if any(a.__class__ is AnnouncedRuns for a in announced):
+                    announced = AnnouncedRuns(tuple(chain.from_iterable(
+                        [a.runs if a.__class__ is AnnouncedRuns else [((p,), nh, attrs, ll) for p, nh, attrs, ll in a]
+                         for a in announced])))
+                else:
+                    announced = tuple(chain.from_iterable(announced))
             return _new_route_update(peer, _FAM[fam], announced,
                                      tuple(map(_new_int, repeat(Prefix), withdrawn)) if withdrawn else (), ids, wd_ids)
         if kind == 0:
@@ -160,8 +166,9 @@ class Rebuilder:
             return UpdateError(peer, UpdateAction(action), reason, code, subcode, _FAM[fam] if fam else None, data)
         raise RecordError(f"unknown record kind {kind!r}")
 
-    def _run(self, ref, nh: str | None, ll: str | None, prefixes: tuple) -> tuple[Announced, ...]:
-        """The `Announced` of one run: no Python step per prefix (one prefix: no iterators either)."""
+    def _run(self, ref, nh: str | None, ll: str | None, prefixes: tuple) -> tuple[Announced, ...] | AnnouncedRuns:
+        """The `Announced` of one prefix, or the run of several as `AnnouncedRuns` (no Python step
+        per prefix: the BGP source takes the run as one batch)."""
         attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
         share = self._values.setdefault
         if nh is not None:
@@ -170,8 +177,7 @@ class Rebuilder:
             ll = share(ll, ll)
         if len(prefixes) == 1:
             return (_new_tuple(Announced, (_new_int(Prefix, prefixes[0]), nh, attrs, ll)),)
-        return tuple(map(_new_tuple, repeat(Announced),
-                         zip(map(_new_int, repeat(Prefix), prefixes), repeat(nh), repeat(attrs), repeat(ll))))
+        return AnnouncedRuns(((tuple(map(_new_int, repeat(Prefix), prefixes)), nh, attrs, ll),))
 
     def _new_attrs(self, fields: tuple) -> PathAttrs:
         """The `PathAttrs` of a numbered set written in full, its values shared with those held."""
