@@ -205,6 +205,18 @@ def test_batch_check_agrees_with_check(guard, nexthop, kwargs):
     assert (guard.refused([P("203.0.114.0/24")], nexthop, **kwargs) is None) == (nexthop in ("192.0.2.1", None))
 
 
+@pytest.mark.parametrize("extra", [None, "2.0.0.0/7", "2.255.0.0/16", "1.255.0.0/16", "10.244.3.0/25", "2001:db8:5::/48"])
+@pytest.mark.parametrize("base", ["2.2.{i}.0/24", "2a00:1:{i:x}::/48"])
+def test_a_batch_in_one_clear_bucket_agrees_with_check(guard, base, extra):
+    """A run of prefixes in one top bucket clear of everything of ours passes as a whole; one
+    shorter than the bucket, in another bucket, or in the other family among them makes it go
+    prefix by prefix, with `check`'s verdicts."""
+    prefixes = [P(base.format(i=i)) for i in range(20)] + ([P(extra)] if extra else [])
+    got = guard.refused(prefixes, "192.0.2.1") or {}
+    assert got == {p: v for p in prefixes if (v := guard.check(p, "192.0.2.1")) is not None}
+    assert guard._one_clear_bucket(prefixes) == (extra is None or extra == "2.255.0.0/16" and "." in base)
+
+
 @pytest.mark.parametrize("nexthop,reason", [
     ("0.0.0.0", Reason.BAD_NEXT_HOP),
     ("0.1.2.3", Reason.BAD_NEXT_HOP),  # 0.0.0.0/8: "this network"

@@ -102,7 +102,7 @@ class Rib:
                 if added:
                     counts[added_origin] += added
                     added_origin, added = None, 0
-                changes.update(apply_run(self, prefix, origin, cand, before))
+                apply_run(self, prefix, origin, cand, before, changes)
                 continue
             if prefix not in before:
                 cur = routes.get(prefix)

@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 
 
 def apply_run(rib: Rib, prefixes: list[Prefix], origin: Origin, cand: Candidate,
-              before: dict) -> dict[Prefix, KernelRoute | None]:
-    """The changes of the run (`before`: the prefixes the batch touched so far, see `Rib.apply`)."""
+              before: dict, changes: dict[Prefix, KernelRoute | None]) -> None:
+    """Apply the run; add its changes to the batch's `changes` (`before`: the prefixes the batch
+    touched so far, see `Rib.apply`)."""
     routes = rib._routes
     if (origin.kind.foreign or not routes.keys().isdisjoint(prefixes)
             or (before and not before.keys().isdisjoint(prefixes))):
-        return _per_prefix(rib, prefixes, origin, cand, before)
+        changes.update(_per_prefix(rib, prefixes, origin, cand, before))
+        return
     generation, cache = rib.resolver.generation, rib._single_cache
     hit = cache.get(id(cand))
     if hit is not None and hit[0] is cand and hit[1] == generation:
@@ -37,11 +39,13 @@ def apply_run(rib: Rib, prefixes: list[Prefix], origin: Origin, cand: Candidate,
         hit = cache.get(id(cand))
         remembered = hit is not None and hit[0] is cand and hit[1] == generation
         if not remembered and not (rib.failed and origin in rib.failed):  # (recursive: per prefix)
-            return _per_prefix(rib, prefixes, origin, cand, before)
+            changes.update(_per_prefix(rib, prefixes, origin, cand, before))
+            return
     n = len(routes)
     routes.update(zip(prefixes, repeat(cand)))
     rib.counts[origin] += len(routes) - n
-    return {} if route is None else dict.fromkeys(prefixes, route)
+    if route is not None:
+        changes.update(zip(prefixes, repeat(route)))
 
 
 def _per_prefix(rib: Rib, prefixes: list[Prefix], origin: Origin, cand: Candidate,

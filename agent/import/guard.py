@@ -86,6 +86,7 @@ BAD_NEXT_HOPS: tuple[str, ...] = (
 _BAD_NEXT_HOPS = tuple(ipaddress.ip_network(n) for n in BAD_NEXT_HOPS)
 _MARTIAN_OCTETS4 = _first_octets(MARTIANS)
 _V6_TAG = 1 << 16
+_LENGTH = 0xFF  # (a `Prefix`'s low byte)
 
 
 def _buckets_of(p: Prefix) -> range | list[int]:
@@ -246,6 +247,8 @@ class Guard:
         hop = hops[nexthop] if nexthop in hops else self._check_hop(nexthop)
         buckets = self._buckets
         martian = _MARTIAN_BUCKETS
+        if hop is None and len(prefixes) > 8 and self._one_clear_bucket(prefixes):
+            return None
         out: dict[Prefix, Verdict] | None = None
         for prefix in prefixes:
             if hop is None:
@@ -265,6 +268,23 @@ class Guard:
                     out = {}
                 out[prefix] = verdict
         return out
+
+    def _one_clear_bucket(self, prefixes) -> bool:
+        """Are all of `prefixes` (one family) in one top bucket that holds nothing of ours and no
+        martian, none of them shorter than the bucket? Then each would pass `refused`'s quick
+        test: one check for the batch (min, max and shortest length are C loops). The prefixes
+        between the smallest and the largest share its top bucket (the address is the high part
+        of a `Prefix`)."""
+        lo, hi = min(prefixes), max(prefixes)
+        if lo & V6_FLAG:
+            bucket, top, shortest = _V6_TAG | ((lo >> 120) & 0xFFFF), _V6_TAG | ((hi >> 120) & 0xFFFF), 16
+        elif hi & V6_FLAG:
+            return False
+        else:
+            bucket, top, shortest = (lo >> 32) & 0xFF, (hi >> 32) & 0xFF, 8
+        if bucket != top or bucket in self._buckets or bucket in _MARTIAN_BUCKETS:
+            return False
+        return min(map(_LENGTH.__and__, prefixes)) >= shortest
 
     def _check_hop(self, nexthop: str | None) -> Verdict | None:
         """The next-hop checks (node address, `BAD_NEXT_HOPS`), cached per next-hop text."""
