@@ -233,3 +233,25 @@ def test_md5_session_comes_up_and_a_wrong_password_does_not(bgp_lab, tmp_path):
         assert states["fd00::1"] != "up" and node.routes(6) == {}
         time.sleep(0.2)
     assert "s3cret" not in node.logtext() and "wrong-one" not in node.logtext()
+
+
+def test_a_table_of_one_attribute_set_is_installed_whole_and_withdrawn_exactly(bgp_lab):
+    """3,000 IPv4 and 500 IPv6 prefixes of one attribute set (BIRD packs hundreds into an
+    UPDATE: the bulk lanes of import, RIB and FIB take them a run at a time) are all installed
+    through the ToR; half of them withdrawn leaves exactly the other half; announced again they
+    come back, and nothing else of ours is in the kernel."""
+    v4 = [f"10.{64 + i // 256}.{i % 256}.0/24" for i in range(3000)]
+    v6 = [f"2001:db8:{0x100 + i:x}::/48" for i in range(500)]
+    node = bgp_lab.node
+    start(bgp_lab, static4=v4, static6=v6)
+    got = node.wait_routes(lambda r: len(r) == 3000, timeout=60)
+    assert set(got) == set(v4) and {r["gateway"] for r in got.values()} == {"10.0.0.1"}
+    got6 = node.wait_routes(lambda r: len(r) == 500, family=6, timeout=60)
+    assert set(got6) == set(v6) and {r["gateway"] for r in got6.values()} == {"fd00::1"}
+    bgp_lab.birds["tor"].reconfigure(tor_config(v4[::2], v6[::2]))
+    assert set(node.wait_routes(lambda r: len(r) == 1500, timeout=30)) == set(v4[::2])
+    assert set(node.wait_routes(lambda r: len(r) == 250, family=6, timeout=30)) == set(v6[::2])
+    bgp_lab.birds["tor"].reconfigure(tor_config(v4, v6))
+    assert set(node.wait_routes(lambda r: len(r) == 3000, timeout=30)) == set(v4)
+    assert set(node.wait_routes(lambda r: len(r) == 500, family=6, timeout=30)) == set(v6)
+    assert node.api("/api/peers")[0]["state"] == "up"
