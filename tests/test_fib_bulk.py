@@ -46,7 +46,7 @@ class Both:
 
     def call(self, method, *args):
         self.mp.setattr(bulk, "MIN", 1)
-        got = getattr(self.fast, method)(*args)
+        got = getattr(self.fast, method)(*(dict(a) if isinstance(a, dict) else a for a in args))
         self.mp.setattr(bulk, "MIN", 10**9)
         want = getattr(self.slow, method)(*args)
         assert (by_prefix(got) if method == "plan" else got) == (by_prefix(want) if method == "plan" else want)
@@ -123,9 +123,88 @@ def test_a_table_takes_the_lanes(monkeypatch):
         monkeypatch.setattr(bulk, name, lambda *a, _real=real, _name=name: taken.append(
             (_name, (r := _real(*a)) is not None and r is not False)) or r)
     changes = dict.fromkeys(POOL[:100], ROUTES[0])
-    fib.want(changes)
+    fib.want(dict(changes))  # (handed over: it may become the pending table itself)
     ops = fib.plan()
     assert [op.kind for op in ops] == [OpKind.ADD] * 100 and [op.prefix for op in ops] == POOL[:100]
     fib.done(ops, [])
     assert fib.actual == changes and not fib.pending and not fib.inflight
     assert taken == [("want_new", True), ("plan_new", True), ("done_added", True)]
+
+
+# ---- the nexthop layer (`NhLayer.expand` / `done`) --------------------------------------------
+
+from agent.fib.nhg import NhLayer  # noqa: E402
+from agent.fib.types import NhRouteOp, Op  # noqa: E402
+
+NH_ROUTES = [route("10.0.0.1", 20), route("10.0.0.2", 20), route("10.0.0.1", 30),
+             intern(KernelRoute(RouteType.UNICAST, nexthops(NextHop("10.0.0.1", "eth0"), NextHop("10.0.0.2", "eth0")), 20)),
+             intern(KernelRoute(RouteType.UNICAST, nexthops(NextHop("10.0.0.3", None)), 20)),  # no device: plain
+             intern(KernelRoute(RouteType.UNICAST, nexthops(NextHop(None, "eth0")), 20))]  # either family
+
+
+NH_POOL = [P(f"10.{2 + i // 256}.{i % 256}.0/24") for i in range(1500)] + POOL[120:]
+
+
+def nh_state(nhg: NhLayer):
+    return (dict(nhg.via), dict(nhg.users), dict(nhg.objects), dict(nhg.key_of), dict(nhg.by_key), nhg._next)
+
+
+def kernel_view(kops):
+    """The kernel ops by what they write (object ids are compared through the state)."""
+    return [(type(k).__name__, k.kind, k.prefix if isinstance(k, (NhRouteOp, Op)) else k.id) for k in kops]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_nexthop_lanes_equal_the_general_loops(monkeypatch, seed):
+    rnd = random.Random(seed)
+    sides = []
+    for _ in range(2):
+        fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+        fib.gate_open = nhg.gate_open = True
+        sides.append((fib, nhg))
+    lanes = 0
+    for _step in range(30):
+        if rnd.random() < 0.6:
+            start = rnd.randrange(len(NH_POOL))
+            prefixes = [NH_POOL[(start + i) % len(NH_POOL)] for i in range(rnd.choice((3, 40, 100)))]
+            pick = rnd.choice(NH_ROUTES)
+            six = ROUTES6[0] if pick.nexthops[0].gateway else pick  # (a device-only route: both families)
+            changes = {p: (six if p.family == 6 else (pick if rnd.random() < 0.9 else rnd.choice(NH_ROUTES)))
+                       for p in prefixes}
+            if rnd.random() < 0.1:
+                changes = {p: None for p in prefixes}
+            for fib, _nhg in sides:
+                fib.want(dict(changes))
+        fail_at = rnd.random() < 0.15
+        got = []
+        for k, (fib, nhg) in enumerate(sides):
+            monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
+            ops = fib.plan()
+            kops = nhg.expand(ops)
+            settled = nhg.take_settled()
+            lanes += k == 0 and nhg.bulk is not None
+            errors = [OpError(kops[-1], errno.EEXIST, "x")] if fail_at and kops else []
+            fib.done(ops, nhg.done(kops, errors))
+            fib.done(settled, ())
+            got.append((kernel_view(kops), nh_state(nhg), state(fib)))
+        assert got[0] == got[1]
+    assert lanes  # the lanes were taken
+
+
+def test_a_batch_of_both_families_through_one_device_route(monkeypatch):
+    """One device-only route wanted by IPv4 and IPv6 prefixes in one batch: a group per family
+    (the lane declines the batch; the general loop decides), the same as without the lanes."""
+    dev = NH_ROUTES[-1]
+    changes = dict.fromkeys(NH_POOL[:80] + POOL[120:150], dev)
+    got = []
+    for k in range(2):
+        monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
+        fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+        fib.gate_open = nhg.gate_open = True
+        fib.want(dict(changes))
+        ops = fib.plan()
+        kops = nhg.expand(ops)
+        fib.done(ops, nhg.done(kops, []))
+        got.append((kernel_view(kops), nh_state(nhg), state(fib)))
+        assert len({nhg.via[p][0] for p in changes}) == 2  # one group per family
+    assert got[0] == got[1]

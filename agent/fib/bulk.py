@@ -4,7 +4,7 @@ operations instead of one Python step per route.
 DOC: a table being learned (start-up, a peer's first full feed) reaches the FIB as tens of
 thousands of prefixes that nothing of ours holds yet, sharing a handful of interned
 `KernelRoute`s. For that shape the general per-prefix loops of `FibState` (`want`, `plan`,
-`done`) do nothing but copy: each lane here first checks, with
+`done`) and `NhLayer` (`expand`, `done`) do nothing but copy: each lane here first checks, with
 C-level set and dict operations (no Python call per prefix), that the whole batch is of that
 shape, and then does the copy in bulk (``dict.update``, ``map``/``zip`` over the ops). When the
 check fails (a prefix is already installed, in flight, failed, adopted, has leftovers at other
@@ -19,7 +19,7 @@ shortcuts.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from functools import partial
 from collections.abc import Mapping, Sequence
 from itertools import repeat
@@ -27,9 +27,11 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.model import KernelRoute, Prefix
-from .types import Op, OpKind
+from .nhkeys import _V6_FLAG, group_key
+from .types import NhRouteOp, Op, OpKind
 
 if TYPE_CHECKING:
+    from .nhg import NhLayer
     from .reconciler import FibState
 
 MIN = 64  # smaller batches take the general loop (the checks would cost more than they save)
@@ -37,6 +39,7 @@ ADD = OpKind.ADD
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _ID_NONE = id(None)
 _op = partial(tuple.__new__, Op)  # (Op._make is a Python call per op)
+_nh_route_op = partial(tuple.__new__, NhRouteOp)
 
 
 def _distinct(values) -> dict[int, object]:
@@ -61,7 +64,10 @@ def want_new(fib: FibState, changes: Mapping[Prefix, KernelRoute | None]) -> boo
             return False
     if fib.stale:
         fib.stale.difference_update(changes)
-    fib.pending.update(changes)
+    if fib.pending:
+        fib.pending.update(changes)
+    else:  # nothing pending: `changes` itself becomes the table (the caller handed it over)
+        fib.pending = changes if changes.__class__ is dict else dict(changes)
     return True
 
 
@@ -102,4 +108,55 @@ def done_added(fib: FibState, ops: Sequence[Op], errors) -> bool:
     deque(map(inflight.pop, prefixes, repeat(None)), maxlen=0)
     if not inflight:
         fib.inflight = {}
+    return True
+
+
+def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
+    """`NhLayer.expand` for ADDs of one address family whose routes all go through groups: the
+    group of each distinct route once, then every route op points at its route's group. The
+    routes' ids and groups are remembered for the `done` of these kernel ops (`nh_done_added`)."""
+    n = len(ops)
+    if n < MIN or nhg.urgent or list(map(_first, ops)).count(ADD) != n:
+        return None
+    lo, hi = min(map(_second, ops)), max(map(_second, ops))
+    if (lo & _V6_FLAG) != (hi & _V6_FLAG):
+        return None  # (both families: the general loop)
+    routes = list(map(_third, ops))
+    ids = list(map(id, routes))
+    distinct = dict(zip(ids, routes))
+    if any(group_key(lo, route) is None for route in distinct.values()):
+        return None  # a plain route among them: the general loop
+    planned: dict[tuple, int] = {}
+    singles: list = []
+    groups: list = []
+    gids = {rid: nhg._group_of(_op((ADD, lo, route)), planned, singles, groups, set())
+            for rid, route in distinct.items()}
+    kops = singles + groups + list(map(_nh_route_op, zip(ops, map(gids.__getitem__, ids))))
+    nhg.bulk = (kops, len(singles) + len(groups), ids, {rid: (gids[rid], route) for rid, route in distinct.items()})
+    return kops
+
+
+def nh_done_added(nhg: NhLayer, kops: Sequence, errors) -> bool:
+    """`NhLayer.done` for the kernel ops of the last `expand_new`, all succeeded, of prefixes
+    that pointed at nothing of ours before: the objects first (their own loop), then every
+    prefix's (group, metric) pair with one ``dict.update`` and the groups' user counts."""
+    memo = nhg.bulk
+    if memo is None or memo[0] is not kops:
+        return False  # (other kernel ops: urgent or injected writes, say; the memo waits)
+    nhg.bulk = None
+    if errors:
+        return False
+    _kops, start, ids, by_id = memo
+    prefixes = list(map(_second, map(_first, kops[start:])))
+    via = nhg.via
+    if not via.keys().isdisjoint(prefixes):
+        return False
+    if start:
+        nhg.done(kops[:start], ())  # the objects first, as the general loop does
+    pairs = {rid: nhg._pair(gid, route.metric or 0) for rid, (gid, route) in by_id.items()}
+    via.update(zip(prefixes, map(pairs.__getitem__, ids)))
+    users = nhg.users
+    for rid, count in Counter(ids).items():
+        gid = by_id[rid][0]
+        users[gid] = users.get(gid, 0) + count
     return True

@@ -51,6 +51,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.model import KernelRoute, NextHop, Prefix, nexthops
+from . import bulk
 from .nhkeys import _V6_FLAG, expand_all, group_key, single_key
 from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
 
@@ -85,6 +86,7 @@ class NhLayer:
         # route ops of `expand` that need no kernel write (their group already is what they
         # want): the caller records them as done at once (`take_settled`)
         self.settled: list[Op] = []
+        self.bulk: tuple | None = None  # what `bulk.expand_new` planned, for `bulk.nh_done_added`
         self._base = max(1, protocol << 20)
         self._next = self._base
 
@@ -189,6 +191,9 @@ class NhLayer:
     def expand(self, ops: Sequence[Op], retry_failed: bool = False) -> list:
         """The kernel ops for the reconciler's `ops`: new singles, new and in-place groups,
         then the route writes; or, with nothing else to do, deletes of unused objects."""
+        new = bulk.expand_new(self, ops)
+        if new is not None:
+            return new
         singles: list[NhOp] = []
         groups: list[NhOp] = []
         routes: list = []
@@ -308,6 +313,8 @@ class NhLayer:
     def done(self, kops: Iterable, errors: Iterable[OpError]) -> list[OpError]:
         """Record the outcome of `kops` (from `expand`); returns the errors in terms of the
         reconciler's ops (an in-place replace that failed fails every route op it carried)."""
+        if bulk.nh_done_added(self, kops, errors):
+            return []
         failed = {id(e.op): e for e in errors}
         out: list[OpError] = []
         changed = False

@@ -119,7 +119,8 @@ class FibState:
         return self.actual.get(prefix)
 
     def want(self, changes: Mapping[Prefix, KernelRoute | None]) -> None:
-        """The RIB's desired routes (None: nothing of ours) for some prefixes."""
+        """The RIB's desired routes (None: nothing of ours) for some prefixes. `changes` is handed
+        over: it may become the pending table itself (`bulk.want_new`)."""
         if bulk.want_new(self, changes):
             return
         actual, pending, stale, fill, inflight = self.actual, self.pending, self.stale, self._fill, self.inflight
