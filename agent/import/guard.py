@@ -92,18 +92,17 @@ _LENGTH = 0xFF  # (a `Prefix`'s low byte)
 def _buckets_of(p: Prefix) -> range | list[int]:
     """The top buckets a prefix spans (see `Guard._rebucket`)."""
     if p.family == 4:
-        span = 1 << max(0, 8 - p.length)
-        first = (p.address >> 24) & ~(span - 1)
+        span = 1 << max(0, 16 - p.length)
+        first = (p.address >> 16) & ~(span - 1)
         return range(first, first + span)
     span = 1 << max(0, 16 - p.length)
     first = (p.address >> 112) & ~(span - 1)
     return [_V6_TAG | b for b in range(first, first + span)]
 
 
-# the top buckets (as `_buckets_of`: first octet of IPv4, tagged first 16 bits of IPv6) in which a
+# the top buckets (as `_buckets_of`: the first 16 bits of the address, tagged for IPv6) in which a
 # martian lies or that one covers: a route at least a bucket long elsewhere is no martian's
-_MARTIAN_BUCKETS = frozenset(_MARTIAN_OCTETS4) | frozenset(
-    b for m in MARTIANS if ":" in m for b in _buckets_of(Prefix.parse(m)))
+_MARTIAN_BUCKETS = frozenset(b for m in MARTIANS for b in _buckets_of(Prefix.parse(m)))
 
 
 class Guard:
@@ -161,8 +160,9 @@ class Guard:
         self._rebucket()
 
     def _rebucket(self) -> None:
-        """The top buckets (first octet of IPv4, first 16 bits of IPv6, tagged by family) in which
-        an own prefix or a node address lies. A route at least that long in another bucket can
+        """The top buckets (the first 16 bits of the address, tagged by family) in which an own
+        prefix or a node address lies (16 bits, not an IPv4 octet: a fabric of 10/8 routes around
+        a node in 10/8 stays on the hot path). A route at least that long in another bucket can
         neither equal, cover nor lie inside any of them: the hot path skips those checks."""
         out: set[int] = set()
         for p in (*self._protected, *self._cluster, *self._node_hosts):
@@ -170,8 +170,8 @@ class Guard:
                 if (p & 0xFF) >= 16:
                     out.add(_V6_TAG | ((p >> 120) & 0xFFFF))  # one bucket: no range to build
                     continue
-            elif (p & 0xFF) >= 8:
-                out.add((p >> 32) & 0xFF)
+            elif (p & 0xFF) >= 16:
+                out.add((p >> 24) & 0xFFFF)
                 continue
             out.update(_buckets_of(p))
         self._buckets = frozenset(out)
@@ -194,7 +194,7 @@ class Guard:
         if prefix & V6_FLAG:
             bucket = _V6_TAG | ((prefix >> 120) & 0xFFFF) if plen >= 16 else None
         else:
-            bucket = (prefix >> 32) & 0xFF if plen >= 8 else None
+            bucket = (prefix >> 24) & 0xFFFF if plen >= 16 else None
         if bucket is not None and bucket not in self._buckets:  # the common case: nothing of ours near
             if bucket in _MARTIAN_BUCKETS:
                 hit = self._martians.covering(prefix)
@@ -258,8 +258,8 @@ class Guard:
                         bucket = _V6_TAG | ((prefix >> 120) & 0xFFFF)
                         if bucket not in buckets and bucket not in martian:
                             continue
-                elif plen >= 8:
-                    bucket = (prefix >> 32) & 0xFF
+                elif plen >= 16:
+                    bucket = (prefix >> 24) & 0xFFFF
                     if bucket not in buckets and bucket not in martian:
                         continue
             verdict = self.check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering)
@@ -270,21 +270,24 @@ class Guard:
         return out
 
     def _one_clear_bucket(self, prefixes) -> bool:
-        """Are all of `prefixes` (one family) in one top bucket that holds nothing of ours and no
-        martian, none of them shorter than the bucket? Then each would pass `refused`'s quick
-        test: one check for the batch (min, max and shortest length are C loops). The prefixes
-        between the smallest and the largest share its top bucket (the address is the high part
-        of a `Prefix`)."""
+        """Are all of `prefixes` (one family) in a few neighbouring top buckets that hold nothing of
+        ours and no martian, none of them shorter than a bucket? Then each would pass `refused`'s
+        quick test: one check for the batch (min, max and shortest length are C loops). The
+        prefixes between the smallest and the largest lie in the buckets between theirs (the
+        address is the high part of a `Prefix`)."""
         lo, hi = min(prefixes), max(prefixes)
         if lo & V6_FLAG:
-            bucket, top, shortest = _V6_TAG | ((lo >> 120) & 0xFFFF), _V6_TAG | ((hi >> 120) & 0xFFFF), 16
+            first, last = _V6_TAG | ((lo >> 120) & 0xFFFF), _V6_TAG | ((hi >> 120) & 0xFFFF)
         elif hi & V6_FLAG:
             return False
         else:
-            bucket, top, shortest = (lo >> 32) & 0xFF, (hi >> 32) & 0xFF, 8
-        if bucket != top or bucket in self._buckets or bucket in _MARTIAN_BUCKETS:
+            first, last = (lo >> 24) & 0xFFFF, (hi >> 24) & 0xFFFF
+        if last - first > 16:
             return False
-        return min(map(_LENGTH.__and__, prefixes)) >= shortest
+        buckets = self._buckets
+        if any(b in buckets or b in _MARTIAN_BUCKETS for b in range(first, last + 1)):
+            return False
+        return min(map(_LENGTH.__and__, prefixes)) >= 16
 
     def _check_hop(self, nexthop: str | None) -> Verdict | None:
         """The next-hop checks (node address, `BAD_NEXT_HOPS`), cached per next-hop text."""
