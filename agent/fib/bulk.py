@@ -20,8 +20,8 @@ shortcuts.
 from __future__ import annotations
 
 from collections import Counter, deque
-from functools import partial
 from collections.abc import Mapping, Sequence
+from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -98,7 +98,7 @@ def done_added(fib: FibState, ops: Sequence[Op], errors) -> bool:
     nothing of ours in `actual` or `pending` (nor leftovers, nor failures to clear)."""
     if len(ops) < MIN or errors or fib.extra or fib.failed:
         return False
-    if set(map(id, map(_first, ops))) != {id(ADD)}:
+    if list(map(_first, ops)).count(ADD) != len(ops):  # (by identity, in C)
         return False
     prefixes = list(map(_second, ops))
     if not fib.actual.keys().isdisjoint(prefixes) or not _disjoint(prefixes, fib.pending):

@@ -6,7 +6,7 @@ before, sharing one next hop and one attribute set, all accepted by a policy tha
 at the prefix, far from everything the hijack guard protects, and well within max-prefix. For
 that shape `ImportStage.receive_batch`'s per-prefix loop only counts and copies: `receive_run`
 checks the shape for the whole batch first, with set and dict operations (no Python step per
-prefix except the guard's), and then records the verdicts with one ``dict.update``, counts once
+prefix, but the guard's for a run near something of ours), and then records the verdicts with one ``dict.update``, counts once
 and hands the RIB one `UpdateRun` (`agent.core.model`), which `Rib.apply` takes the same way.
 Anything else (a prefix already received, a stale one of a graceful restart, a rejection by the
 guard or the policy, a policy with prefix conditions, max-prefix near its limit, ADD-PATH)
