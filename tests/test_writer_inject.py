@@ -56,3 +56,19 @@ async def test_when_the_batch_is_written_but_not_taken_they_go_on_their_own_and_
     w.urgent_flushed(w._urgent_done.pop())
     assert done == [([SHRINK], [])]
     w.close()
+
+
+def test_kind_counts_counts_kernel_ops_by_kind():
+    """The metric's op counts: route ops plain or through a nexthop object by their own kind,
+    object writes by theirs (counted by identity, in C)."""
+    from agent.core.model import KernelRoute, Prefix, RouteType
+    from agent.daemon.writer import kind_counts
+    from agent.fib.types import NhRouteOp, Op
+
+    r = KernelRoute(RouteType.BLACKHOLE, (), 20)
+    add = Op(OpKind.ADD, Prefix.parse("10.0.0.0/24"), r)
+    kops = ([NhRouteOp(add, 5)] * 3 + [NhRouteOp(add._replace(kind=OpKind.REPLACE), 5), add,
+            Op(OpKind.DELETE, add.prefix, r), SHRINK, NhOp(OpKind.ADD, 8, 4)])
+    assert kind_counts(kops) == {OpKind.ADD: 5, OpKind.REPLACE: 2, OpKind.DELETE: 1}
+    assert kind_counts(kops[4:6]) == {OpKind.ADD: 1, OpKind.DELETE: 1}
+    assert kind_counts([]) == {}
