@@ -21,6 +21,7 @@ Administrative distance: lower wins; 255 means never install. It is never called
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 import socket
 import struct
@@ -341,6 +342,11 @@ class Update(NamedTuple):
     origin: Origin
     candidate: Candidate | None = None
     path_id: int | None = None
+
+
+# an `Update` without the named tuple's Python-level __new__ (sources make one per route):
+# new_update((prefix, origin, candidate, path_id))
+new_update = functools.partial(tuple.__new__, Update)
 
 
 class _RunMarker:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
-from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.model import KernelRoute, Prefix
 from .nhkeys import _V6_FLAG, group_key
-from .types import NhRouteOp, Op, OpKind
+from .types import Op, OpKind, new_nh_route_op, new_op
 
 if TYPE_CHECKING:
     from .nhg import NhLayer
@@ -38,8 +37,6 @@ MIN = 64  # smaller batches take the general loop (the checks would cost more th
 ADD = OpKind.ADD
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _ID_NONE = id(None)
-_op = partial(tuple.__new__, Op)  # (Op._make is a Python call per op)
-_nh_route_op = partial(tuple.__new__, NhRouteOp)
 
 
 def _distinct(values) -> dict[int, object]:
@@ -84,7 +81,7 @@ def plan_new(fib: FibState, held, skip_failed) -> list[Op] | None:
         return None
     if _ID_NONE in set(map(id, pending.values())):
         return None
-    ops = list(map(_op, zip(repeat(ADD), pending.keys(), pending.values())))
+    ops = list(map(new_op, zip(repeat(ADD), pending.keys(), pending.values())))
     if fib.inflight:
         fib.inflight.update(pending)
     else:
@@ -129,9 +126,9 @@ def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
     planned: dict[tuple, int] = {}
     singles: list = []
     groups: list = []
-    gids = {rid: nhg._group_of(_op((ADD, lo, route)), planned, singles, groups, set())
+    gids = {rid: nhg._group_of(new_op((ADD, lo, route)), planned, singles, groups, set())
             for rid, route in distinct.items()}
-    kops = singles + groups + list(map(_nh_route_op, zip(ops, map(gids.__getitem__, ids))))
+    kops = singles + groups + list(map(new_nh_route_op, zip(ops, map(gids.__getitem__, ids))))
     nhg.bulk = (kops, len(singles) + len(groups), ids, {rid: (gids[rid], route) for rid, route in distinct.items()})
     return kops
 

@@ -46,18 +46,16 @@ meets an id someone took meanwhile fails with EEXIST; the id is then marked take
 from __future__ import annotations
 
 import errno
-import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.model import KernelRoute, NextHop, Prefix, nexthops
 from . import bulk
 from .nhkeys import _V6_FLAG, expand_all, group_key, single_key
-from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
+from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind, new_nh_route_op
 
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 _NONE = object()
-_nh_route_op = functools.partial(tuple.__new__, NhRouteOp)  # without the Python-level __new__
 
 
 class NhLayer:
@@ -243,7 +241,7 @@ class NhLayer:
             gid = known.get(id(route), _NONE)
             if gid is _NONE:
                 gid = known[id(route)] = self._group_of(op, planned, singles, groups, changing)
-            add(op if gid is None else _nh_route_op((op, gid)))
+            add(op if gid is None else new_nh_route_op((op, gid)))
         kops = singles + groups + routes
         if self.urgent:
             kops, self.urgent = self.urgent + kops, []

@@ -38,15 +38,13 @@ succeeded, whatever the error said (EEXIST for a route that is ours and wanted i
 from __future__ import annotations
 
 import errno
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.model import KernelRoute, Prefix
 from . import bulk
-from .types import FibSettings, Op, OpError, OpKind, kernel_metric
+from .types import FibSettings, Op, OpError, OpKind, kernel_metric, new_op
 
 _UNKNOWN = object()
-_op = functools.partial(tuple.__new__, Op)  # Op(...) without the Python-level __new__: hot path
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 
 
@@ -284,17 +282,17 @@ class FibState:
             if cur is None:
                 if route is None:
                     continue
-                add(_op((ADD, prefix, route)))
+                add(new_op((ADD, prefix, route)))
             elif route is None:
-                add(_op((DELETE, prefix, cur)))
+                add(new_op((DELETE, prefix, cur)))
                 for old in extra.get(prefix, ()) if extra else ():
-                    add(_op((DELETE, prefix, old)))  # nothing to keep: leftovers go at once
+                    add(new_op((DELETE, prefix, old)))  # nothing to keep: leftovers go at once
             elif route == cur:
                 continue
             elif cur.metric != route.metric:
-                add(_op((ADD, prefix, route)))  # make-before-break: `cur` goes once this is done
+                add(new_op((ADD, prefix, route)))  # make-before-break: `cur` goes once this is done
             else:
-                add(_op((REPLACE, prefix, route)))
+                add(new_op((REPLACE, prefix, route)))
             inflight[prefix] = route
         pending = self.pending
         if len(settled) == len(pending):
@@ -310,7 +308,7 @@ class FibState:
                         or (skip_failed and prefix in skip_failed)):
                     continue
                 for old in olds:
-                    add(_op((DELETE, prefix, old)))
+                    add(new_op((DELETE, prefix, old)))
                 inflight[prefix] = actual.get(prefix)
         return ops
 

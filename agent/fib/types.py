@@ -9,6 +9,7 @@ netlink.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -98,6 +99,11 @@ class NhRouteOp(NamedTuple):
     @property
     def route(self) -> KernelRoute:
         return self.op.route
+
+
+# the route ops without the named tuples' Python-level __new__ (one per changed route: hot path)
+new_op = functools.partial(tuple.__new__, Op)  # new_op((kind, prefix, route))
+new_nh_route_op = functools.partial(tuple.__new__, NhRouteOp)  # new_nh_route_op((op, nhid))
 
 
 @dataclass(frozen=True, slots=True)

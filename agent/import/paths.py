@@ -21,10 +21,9 @@ the tuple ``(prefix, path_id)``; a route without path id is keyed by its `Prefix
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..core.model import Prefix, Update
+from ..core.model import Prefix, Update, new_update
 from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Reason, Verdict
 from .maxprefix import MaxPrefixDecision
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 _OK = MaxPrefixDecision.OK
 _DISCARD = MaxPrefixDecision.DISCARD
 _TEARDOWN = MaxPrefixDecision.TEARDOWN
-_update = partial(tuple.__new__, Update)
 
 
 def receive_paths(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequence[Prefix],
@@ -100,7 +98,7 @@ def receive_paths(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequen
                 path_cand = None
             if path_cand is None or pid != last_pid:  # (an UPDATE's paths share their id, often)
                 path_cand, last_pid = st.path_candidate(cand, pid), pid
-            out.append(_update((prefix, origin, path_cand, pid)))
+            out.append(new_update((prefix, origin, path_cand, pid)))
             continue
         rejected[verdict.reason] = rejected.get(verdict.reason, 0) + 1
         if st.rejected_kept < stage.keep_rejected:
@@ -116,7 +114,7 @@ def receive_paths(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequen
                 if not by_id:
                     del paths[prefix]
         if was_accepted or was_stale:
-            out.append(_update((prefix, origin, None, pid)))
+            out.append(new_update((prefix, origin, None, pid)))
     stage.count(st, fam, len(prefixes), accepted, rejected)
     return decision, verdict
 

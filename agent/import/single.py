@@ -15,10 +15,9 @@ the policy are pure (cached verdicts only), so asking them again there changes n
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..core.model import Prefix, Update
+from ..core.model import Prefix, Update, new_update
 from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Verdict
 from .maxprefix import MaxPrefixDecision
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from .stage import ImportStage
 
 _OK = MaxPrefixDecision.OK
-_update = partial(tuple.__new__, Update)
 _NO_REJECTIONS: dict = {}  # (never written: `count` only reads it)
 
 
@@ -54,6 +52,6 @@ def receive_one(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, ne
     maxprefix.add(peer, fam, 1)
     verdicts[prefix] = verdict
     st.held[3 if fam == 6 else 1] += 1
-    out.append(_update((prefix, st.origin, st.candidate(nexthop, attrs, verdict.mods), None)))
+    out.append(new_update((prefix, st.origin, st.candidate(nexthop, attrs, verdict.mods), None)))
     stage.count(st, fam, 1, 1, _NO_REJECTIONS)
     return _OK, verdict

@@ -62,7 +62,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..core.model import DEFAULT_DISTANCE, Origin, Prefix, SourceKind, Update
+from ..core.model import DEFAULT_DISTANCE, Origin, Prefix, SourceKind, Update, new_update
 from ..policy.engine import CompiledPolicy
 from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Reason, Verdict, shared_verdict
@@ -85,7 +85,6 @@ class ImportResult(NamedTuple):
 
 
 _result = partial(tuple.__new__, ImportResult)  # NamedTuples without their Python __new__
-_update = partial(tuple.__new__, Update)  # (one of each per received route)
 
 
 class ImportStage:
@@ -276,7 +275,7 @@ class ImportStage:
                 if cand is None or verdict.mods is not mods:
                     mods = verdict.mods
                     cand = st.candidate(nexthop, attrs, mods)
-                out.append(_update((prefix, origin, cand, None)))
+                out.append(new_update((prefix, origin, cand, None)))
                 continue
             rejected[verdict.reason] = rejected.get(verdict.reason, 0) + 1
             if st.rejected_kept < self.keep_rejected:
@@ -288,7 +287,7 @@ class ImportStage:
                 if old is not None:
                     del verdicts[prefix]
             if was_accepted or was_stale:
-                out.append(_update((prefix, origin, None, None)))
+                out.append(new_update((prefix, origin, None, None)))
         maxprefix.add(peer, fam, taken)
         held[base + 1] += n_acc
         self.count(st, fam, len(prefixes), n_acc, rejected)
