@@ -4,11 +4,14 @@
 The full table of bench/bgp_learn.py (testlab/feed.py, times --scale) is encoded as the UPDATE
 bodies BIRD sends (its AS 65001 prepended, next hop 10.0.0.1 / fd00::1, one UPDATE per run of an
 attribute set, at most --per-update prefixes each) and fed through the agent's real pieces in one
-process: the raw-update line decoder (`agent.speaker.codec.Decoder`), the BGP runtime (import
-stage, BGP source; its speaker is never started), the RIB, the FIB state and the nexthop-object
-layer as `agent.daemon.routing.Routing` wires them (`handle_bgp` on bursts of --burst events, then
-a plan / expand / done as if the kernel accepted every write, as `agent.daemon.writer` does), with
-the agent's garbage-collector settings.
+process: with --path relay (the default, as the agent runs) the bodies are first converted as
+ExaBGP's API helper does (`agent/speaker/relay.py --decode`: `wire-events` lines of up to 256
+decoded UPDATEs, before the baseline), and the agent's line decoder (`agent.speaker.codec.Decoder`)
+rebuilds the events; with --path agent it decodes `raw-update` lines itself. Then the BGP runtime
+(import stage, BGP source; its speaker is never started), the RIB, the FIB state and the
+nexthop-object layer as `agent.daemon.routing.Routing` wires them (`handle_bgp` per wire-events
+line, or on bursts of --burst raw lines, then a plan / expand / done as if the kernel accepted
+every write, as `agent.daemon.writer` does), with the agent's garbage-collector settings.
 The `distinct` table (--distinct N: one /24 per UPDATE, each with its own MED, as bgp_learn's) is
 the per-route CPU case.
 
@@ -17,7 +20,8 @@ before the baseline, so only the agent's state and its transient garbage count),
 and with --trace the top allocation sites still alive at the end (tracemalloc; slower), with
 --profile the top functions by internal time (cProfile). The last line is JSON.
 
-    PYTHONPATH=. .venv/bin/python bench/learn_memory.py [--scale 0.2] [--distinct 20000] [--trace] [--profile]
+    PYTHONPATH=. .venv/bin/python bench/learn_memory.py [--scale 0.2] [--distinct 20000] [--path relay|agent]
+        [--trace] [--profile]
 """
 
 from __future__ import annotations
@@ -147,11 +151,29 @@ def lines_of(bodies: list[bytes]) -> list[bytes]:
     return [b"raw-update 10.0.0.1 1 " + b.hex().encode() for b in bodies]
 
 
+def relay_lines(lines: list[bytes], chunk: int = 64) -> list[bytes]:
+    """`lines` as ExaBGP's API helper hands them to the agent (`agent/speaker/relay.py
+    --decode`): decoded into ``wire-events`` lines of up to 256 UPDATEs, converted `chunk` lines
+    (one pipe read) at a time. The helper's own settings are undone afterwards: the agent
+    shares decoded values (`wire_values.SHARE_VALUES`), the helper does not."""
+    from agent.speaker import relay, wire_values
+
+    convert = relay._decoder()
+    out: list[bytes] = []
+    for i in range(0, len(lines), chunk):
+        out += convert(lines[i:i + chunk])
+    wire_values.SHARE_VALUES = True
+    return out
+
+
 def run(name: str, bodies: list[bytes], args) -> dict:
     import tempfile
 
     lines = lines_of(bodies)
     del bodies
+    updates = len(lines)
+    if args.path == "relay":
+        lines = relay_lines(lines)
     with tempfile.TemporaryDirectory() as tmp:
         h = Harness(tmp)
         tune_gc()
@@ -166,16 +188,16 @@ def run(name: str, bodies: list[bytes], args) -> dict:
             prof = cProfile.Profile()
             prof.enable()
         t0 = time.process_time()
-        h.feed(lines, args.burst)
+        h.feed(lines, 1 if args.path == "relay" else args.burst)
         cpu = time.process_time() - t0
         if prof is not None:
             prof.disable()
         gc.collect()
         grown = self_rss() - base
         n = h.routes()
-        out = {"routes": n, "updates": len(lines), "rss_growth_mib": round(grown / 2**20, 1),
+        out = {"routes": n, "updates": updates, "lines": len(lines), "path": args.path, "rss_growth_mib": round(grown / 2**20, 1),
                "bytes_per_route": round(grown / n), "cpu_s": round(cpu, 2), "us_per_route": round(cpu / n * 1e6, 1)}
-        print(f"{name}: {n} routes from {len(lines)} UPDATEs: RSS +{out['rss_growth_mib']} MiB = "
+        print(f"{name}: {n} routes from {updates} UPDATEs ({len(lines)} {args.path} lines): RSS +{out['rss_growth_mib']} MiB = "
               f"{out['bytes_per_route']} B/route; CPU {out['cpu_s']} s = {out['us_per_route']} µs/route"
               + (" (under tracemalloc)" if args.trace else "") + (" (under cProfile)" if prof else ""))
         if args.trace:
@@ -200,7 +222,10 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=0.2, help="full table size (1.0: 1M IPv4 + 200k IPv6); 0: skip")
     ap.add_argument("--distinct", type=int, default=0, help="also a table of N one-prefix UPDATEs")
     ap.add_argument("--per-update", type=int, default=500, help="prefixes per UPDATE at most")
-    ap.add_argument("--burst", type=int, default=64, help="UPDATEs per handle_bgp call")
+    ap.add_argument("--burst", type=int, default=64, help="UPDATEs per handle_bgp call (--path agent)")
+    ap.add_argument("--path", choices=("relay", "agent"), default="relay",
+                    help="relay: the agent gets the API helper's wire-events lines (decoded there, up to 256 "
+                         "UPDATEs per handle_bgp call, as it runs); agent: raw-update lines, decoded by the agent")
     ap.add_argument("--trace", action="store_true", help="tracemalloc: top allocation sites alive at the end")
     ap.add_argument("--trace-depth", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile: top functions by internal time")
