@@ -40,7 +40,7 @@ a peer).
 from __future__ import annotations
 
 import marshal
-from itertools import chain, repeat
+from itertools import repeat
 from operator import itemgetter
 
 from ..core.bgp import Announced, AnnouncedRuns, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
@@ -147,16 +147,12 @@ class Rebuilder:
         kind = r[0]
         if kind == 2:
             _, fam, runs, withdrawn, ids, wd_ids = r
-            if len(runs) == 1:
-                announced = self._run(*runs[0])
+            if len(runs) == 1 and len(runs[0][3]) == 1:  # one prefix: its `Announced` (no runs to keep)
+                ref, nh, ll, prefixes = runs[0]
+                attrs, nh, ll = self._shared(ref, nh, ll)
+                announced = (_new_tuple(Announced, (_new_int(Prefix, prefixes[0]), nh, attrs, ll)),)
             else:
-                announced = [self._run(*run) for run in runs]
-                if any(a.__class__ is AnnouncedRuns for a in announced):
-                    announced = AnnouncedRuns(tuple(chain.from_iterable(
-                        [a.runs if a.__class__ is AnnouncedRuns else [((p,), nh, attrs, ll) for p, nh, attrs, ll in a]
-                         for a in announced])))
-                else:
-                    announced = tuple(chain.from_iterable(announced))
+                announced = AnnouncedRuns(tuple([self._run(*run) for run in runs])) if runs else ()
             return _new_route_update(peer, _FAM[fam], announced,
                                      tuple(map(_new_int, repeat(Prefix), withdrawn)) if withdrawn else (), ids, wd_ids)
         if kind == 0:
@@ -166,18 +162,17 @@ class Rebuilder:
             return UpdateError(peer, UpdateAction(action), reason, code, subcode, _FAM[fam] if fam else None, data)
         raise RecordError(f"unknown record kind {kind!r}")
 
-    def _run(self, ref, nh: str | None, ll: str | None, prefixes: tuple) -> tuple[Announced, ...] | AnnouncedRuns:
-        """The `Announced` of one prefix, or the run of several as `AnnouncedRuns` (no Python step
-        per prefix: the BGP source takes the run as one batch)."""
+    def _run(self, ref, nh: str | None, ll: str | None, prefixes: tuple) -> tuple:
+        """One run as `AnnouncedRuns` keeps it, ``(prefixes, next_hop, attrs, link_local)``: no
+        Python step per prefix (the BGP source takes the run as one batch)."""
+        attrs, nh, ll = self._shared(ref, nh, ll)
+        return tuple(map(_new_int, repeat(Prefix), prefixes)), nh, attrs, ll
+
+    def _shared(self, ref, nh: str | None, ll: str | None) -> tuple:
+        """A run's attributes (by number, or written in full) and next hops, as the objects held."""
         attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
         share = self._values.setdefault
-        if nh is not None:
-            nh = share(nh, nh)
-        if ll is not None:
-            ll = share(ll, ll)
-        if len(prefixes) == 1:
-            return (_new_tuple(Announced, (_new_int(Prefix, prefixes[0]), nh, attrs, ll)),)
-        return AnnouncedRuns(((tuple(map(_new_int, repeat(Prefix), prefixes)), nh, attrs, ll),))
+        return attrs, (nh if nh is None else share(nh, nh)), (ll if ll is None else share(ll, ll))
 
     def _new_attrs(self, fields: tuple) -> PathAttrs:
         """The `PathAttrs` of a numbered set written in full, its values shared with those held."""
