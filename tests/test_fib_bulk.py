@@ -131,6 +131,38 @@ def test_a_table_takes_the_lanes(monkeypatch):
     assert taken == [("want_new", True), ("plan_new", True), ("done_added", True)]
 
 
+def test_the_in_flight_table_taken_over_whole_only_while_it_is_the_batch(monkeypatch):
+    """`done_added` takes the in-flight table over whole only while it holds exactly the batch
+    `plan_new` handed over and the kernel said nothing else about those prefixes meanwhile: a
+    monitor event of another metric for one of them, or a second batch planned on top by the
+    general loop (a small one, say), leaves the same state as the general loop."""
+    for case in ("alone", "kernel event", "second batch"):
+        both = Both(monkeypatch)
+        both.call("open_gate")
+        both.call("want", dict.fromkeys(POOL[:100], ROUTES[0]))
+        sides = []
+        for k, fib in enumerate((both.fast, both.slow)):
+            monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
+            sides.append([fib.plan()])
+        assert (both.fast.bulk is not None) and both.slow.bulk is None
+        if case == "kernel event":
+            both.call("kernel_changed", POOL[7], ROUTES[2])  # (metric 30: the route at 20 is in flight)
+        elif case == "second batch":
+            both.call("want", dict.fromkeys(POOL[100:120], ROUTES[1]))
+            monkeypatch.setattr(bulk, "MIN", 10**9)
+            for k, fib in enumerate((both.fast, both.slow)):
+                sides[k].append(fib.plan())
+            assert both.fast.bulk is not None
+        for i in range(len(sides[0])):
+            for k, fib in enumerate((both.fast, both.slow)):
+                monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
+                fib.done(sides[k][i], [])
+            assert state(both.fast) == state(both.slow), (case, i)
+        assert both.fast.actual.keys() >= set(POOL[:100]) and not both.fast.inflight, case
+        if case == "kernel event":
+            assert both.fast.extra == {POOL[7]: (ROUTES[2],)}
+
+
 # ---- the nexthop layer (`NhLayer.expand` / `done`) --------------------------------------------
 
 from agent.fib.nhg import NhLayer  # noqa: E402

@@ -60,6 +60,7 @@ class FibState:
         self.inflight: dict[Prefix, KernelRoute | None] = {}
         self.extra: dict[Prefix, tuple[KernelRoute, ...]] = {}
         self._filled: dict[int, tuple[KernelRoute, KernelRoute]] = {}
+        self.bulk: tuple | None = None  # what `bulk.plan_new` handed over, for `bulk.done_added`
 
     # ---- inputs ----
     def adopt(self, ours: Mapping[Prefix, KernelRoute],
