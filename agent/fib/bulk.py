@@ -93,7 +93,7 @@ def plan_new(fib: FibState, held, skip_failed) -> list[Op] | None:
         fib.bulk = None
     else:  # the in-flight table is this batch's: `done_added` may take it over whole
         fib.inflight = pending
-        fib.bulk = (ops, pending, len(pending))
+        fib.bulk = (ops, pending, len(pending), fib.kernel_seen)
     fib.pending = {}
     return ops
 
@@ -112,9 +112,11 @@ def done_added(fib: FibState, ops: Sequence[Op], errors) -> bool:
         return False
     if memo is not None and fib.inflight is memo[1] and len(memo[1]) == memo[2]:
         # the in-flight table is exactly these ops' (entries are only ever added to it by a plan
-        # of prefixes not in flight, and removed by a done): take it over whole
+        # of prefixes not in flight, and removed by a done): take it over whole; `plan_new` saw
+        # none of them in `actual`, and only the kernel's side can have put one there since
         inflight = memo[1]
-        if not fib.actual.keys().isdisjoint(inflight) or not _disjoint(inflight, fib.pending):
+        if (fib.kernel_seen != memo[3] and not fib.actual.keys().isdisjoint(inflight)) \
+                or not _disjoint(inflight, fib.pending):
             return False
         fib.actual.update(inflight)
         fib.inflight = {}

@@ -61,6 +61,9 @@ class FibState:
         self.extra: dict[Prefix, tuple[KernelRoute, ...]] = {}
         self._filled: dict[int, tuple[KernelRoute, KernelRoute]] = {}
         self.bulk: tuple | None = None  # what `bulk.plan_new` handed over, for `bulk.done_added`
+        # changes to `actual` from the kernel's side (adoption, monitor events, scans): the only
+        # ones that can touch a prefix in flight (`done` touches only its own ops' prefixes)
+        self.kernel_seen = 0
 
     # ---- inputs ----
     def adopt(self, ours: Mapping[Prefix, KernelRoute],
@@ -68,6 +71,7 @@ class FibState:
         """Start-up: take the routes of our protocol found in the kernel, without touching them
         (`extra`: more of ours on a prefix of `ours`, deleted only once the gate opens)."""
         self.actual.update(ours)
+        self.kernel_seen += 1
         self.stale.update(ours)
         self.adopted.update(ours)
         for prefix, routes in (extra or {}).items():
@@ -109,6 +113,7 @@ class FibState:
         self._drop_extra(prefix, metric)
         self._add_extra(prefix, cur)
         self.actual[prefix] = found
+        self.kernel_seen += 1
 
     def expected(self, prefix: Prefix) -> KernelRoute | None:
         """What the kernel has, or will have once the op in flight for `prefix` succeeds."""
@@ -165,6 +170,7 @@ class FibState:
         elif self.actual.get(prefix) == route:
             return
         wanted = self.desired(prefix)
+        self.kernel_seen += 1
         if route is None:
             self.actual.pop(prefix, None)
         else:
