@@ -263,7 +263,7 @@ def test_explain_text_names_the_paths(monkeypatch, capsys):
 
     from agent import cli
     from agent.api import views
-    from agent.core.rib import Decision
+    from agent.core.ribviews import Decision
 
     lab = Lab()
     lab.feed(paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 1), ("198.51.100.0/24", "10.0.2.1", UP2, 2)))

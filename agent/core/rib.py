@@ -17,41 +17,26 @@ shadow what another daemon owns).
 Next hops are resolved through the `Resolver`, which learns directly connected routes from the
 foreign kernel candidates passing through here. When connectivity changes (an interface address or
 link state), every prefix with next hops is re-emitted; the FIB drops what did not change.
+
+The read side (`decide` for ``explain``, size, membership, a scan per origin) is
+`agent.core.ribviews.RibViews`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from .bestpath import Selection, candidate_order, select
 from .model import (
-    NEVER_INSTALL, RUN, BestReason, Candidate, KernelRoute, NextHop, Origin, Prefix, RouteType,
+    NEVER_INSTALL, RUN, Candidate, KernelRoute, NextHop, Origin, Prefix, RouteType,
     Update, intern, nexthops
 )
 from .resolver import Resolver
 from .ribruns import apply_run
+from .ribviews import RibViews
 
 Entry = Candidate | tuple[Candidate, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateState:
-    candidate: Candidate
-    status: str  # best | multipath | lost | unresolved | never-install
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Everything `explain` shows about one prefix's RIB decision."""
-
-    prefix: Prefix
-    candidates: tuple[CandidateState, ...]
-    reason: BestReason
-    desired: KernelRoute | None
-    note: str = ""
 
 
 def _through_itself(vias: tuple[Prefix, ...], prefix: Prefix) -> bool:
@@ -67,7 +52,7 @@ def _connected_devs(c: Candidate | None) -> tuple[str, ...]:
     return tuple(nh.dev for nh in c.nexthops)
 
 
-class Rib:
+class Rib(RibViews):
     def __init__(
         self, max_paths: int = 16, resolver: Resolver | None = None, multipath_relax: bool = False,
         default_metric: int | None = None,
@@ -367,52 +352,3 @@ class Rib:
         if route is None or route.nexthops is not hops:
             route = self._route_cache[key] = intern(KernelRoute(RouteType.UNICAST, hops, metric))
         return route
-
-    def decide(self, prefix: Prefix) -> Decision:
-        cands = self.candidates(prefix)
-        sel = self.selection(prefix)
-        desired = self._kernel_route(sel.winners, prefix)
-        states = []
-        for c in cands:
-            if c.distance >= NEVER_INSTALL:
-                states.append(CandidateState(c, "never-install", f"distance {c.distance}"))
-            elif c.origin in self.failed:
-                states.append(CandidateState(c, "unresolved", "its source failed (BFD down): being withdrawn"))
-            elif not self._usable(c, prefix):
-                hit = self.resolver.resolve(c.nexthops)
-                why = hit[1] if not hit[0] else f"resolves only through {', '.join(map(str, hit[3]))}, which covers it"
-                states.append(CandidateState(c, "unresolved", why))
-            elif c in sel.winners:
-                status = "best" if c is sel.winners[0] else "multipath"
-                hit = self.resolver.resolve(c.nexthops)
-                detail = hit[1]
-                if hit[3]:
-                    via = ", ".join(map(str, hit[3]))
-                    detail = "; ".join(x for x in (f"resolved through {via}: {', '.join(map(str, hit[0]))}", detail) if x)
-                states.append(CandidateState(c, status, detail))
-            else:
-                states.append(CandidateState(c, "lost"))
-        note = ""
-        if sel.winners and desired is None:
-            note = f"a foreign kernel route ({sel.winners[0].origin}) wins: route-agent installs nothing"
-        elif cands and not sel.winners:
-            note = "no usable candidate: nothing installed"
-        reason = sel.reason if sel.winners or not cands else BestReason.UNRESOLVED
-        return Decision(prefix, tuple(states), reason, desired, note)
-
-    # ---- views ----
-    def __len__(self) -> int:
-        return len(self._routes)
-
-    def __contains__(self, prefix: Prefix) -> bool:
-        return prefix in self._routes
-
-    def prefixes(self) -> Iterator[Prefix]:
-        return iter(self._routes)
-
-    def routes_of(self, origin: Origin) -> Iterator[tuple[Prefix, Candidate]]:
-        """Every candidate of one origin (a scan; for mark-and-sweep of small sources and views)."""
-        for prefix in self._routes:
-            for c in self.candidates(prefix):
-                if c.origin == origin:
-                    yield prefix, c

@@ -12,13 +12,9 @@ DOC: built by the composition root (`agent.daemon.agent`), which hands in the ke
 `handle(event)` is called by the agent's core task for every speaker event and returns the
 `BgpOutput` (RIB updates, synced peers, timers). Side effects towards ExaBGP happen here:
 End-of-RIB to a peer whose session came up (ExaBGP runs with ``manual-eor``; a BIRD restarting
-gracefully waits for it), and the max-prefix teardown: a Cease 6/1 (sent with graceful restart
-too: `agent.speaker.launcher`), then the peer is held in ExaBGP's configuration (passive, an MD5 key the peer
-does not know: ExaBGP would reconnect at once, and a peer removed would get Cease 6/3 on each
-retry), and put back as configured after ``restartSeconds`` from the session down (never, without
-it, until the configuration changes). The deadline is the import stage's
-(`MaxPrefix.hold_until`); the restore timer, one per peer, started on the session down, sleeps
-until it.
+gracefully waits for it), and the max-prefix teardown: a Cease 6/1, then the peer is held in
+ExaBGP's configuration and put back as configured after ``restartSeconds`` from the session down
+(`agent.daemon.bgp_holddown.MaxPrefixHoldDown`).
 
 A malformed UPDATE (`UpdateError`, from the wire codec) is counted and logged, and a session
 reset is sent to that peer as a NOTIFICATION (`agent.daemon.update_errors`).
@@ -43,8 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
 from collections.abc import Callable
 
 from ..core.model import Prefix, SourceKind
@@ -57,6 +51,7 @@ from ..core.bgp import (AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRe
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
 from .bgp_config import import_key, import_peer, peer_key, protected_prefixes
+from .bgp_holddown import MaxPrefixHoldDown
 from .bgp_views import BgpViews
 from .supervise import Spawner
 from .update_errors import UpdateErrors
@@ -66,7 +61,7 @@ log = logging.getLogger("route_agent.bgp")
 REFRESH_DELAY = 10.0
 
 
-class BgpRuntime(BgpViews):
+class BgpRuntime(BgpViews, MaxPrefixHoldDown):
     def __init__(self, imp, config, distances: dict[SourceKind, int], node_addresses: list[str],
                  *, runtime_dir: str | None = None, wrapper: tuple[str, ...] = (),
                  device_of: Callable[[str], str | None] = lambda address: None) -> None:
@@ -362,57 +357,6 @@ class BgpRuntime(BgpViews):
         for cmd in again:
             if not isinstance(cmd, Teardown) or cmd.peer in self.held_down:
                 self.speaker.send(cmd)
-
-    def _teardown(self, peer: str, now: float) -> None:
-        if peer in self.held_down:
-            return
-        self.speaker.send(Teardown(peer, subcode=1))  # Cease 6/1: maximum number of prefixes
-        self.held_down[peer] = None
-        # ExaBGP would reconnect at once: the peer is held (passive, unknown MD5 key) as soon as the
-        # session is down (so the Cease 6/1 goes out first; see handle()), or after 5 s whatever happened
-        self._spawn(self._remove_held_down(peer, delay=5))
-
-    async def _remove_held_down(self, peer: str, delay: float = 0) -> None:
-        """Hold the peer in ExaBGP's configuration (passive, connections unanswered)."""
-        if delay:
-            await asyncio.sleep(delay)
-        if peer in self.held_down and self.peers[peer].metadata.name not in self.speaker.held:
-            await self._set_speaker_peers()
-
-    async def _set_speaker_peers(self) -> None:
-        await self.speaker.set_peers(list(self.peers.values()),
-                                     held=[self.peers[a].metadata.name for a in self.held_down if a in self.peers])
-
-    def _schedule_restore(self, peer: str) -> None:
-        """One restore timer per peer, from the max-prefix deadline (`MaxPrefix.hold_until`)."""
-        old = self._restores.pop(peer, None)
-        if old is not None:
-            old.cancel()
-        self._restores[peer] = self._spawn(self._restore_when_due(peer))
-
-    async def _restore_when_due(self, peer: str) -> None:
-        """Sleep until the hold-down deadline the import stage holds, check, sleep again if it
-        moved; then put the peer back into ExaBGP's configuration. A deadline of math.inf (no
-        restartSeconds) waits for a configuration change, which clears `held_down`."""
-        maxprefix = self.stage.maxprefix
-        try:
-            while peer in self.held_down:
-                until = maxprefix.hold_until(peer)
-                if until is not None and math.isinf(until):
-                    return
-                now = time.monotonic()
-                if until is not None and now < until:
-                    await asyncio.sleep(until - now)
-                    continue
-                assert maxprefix.may_connect(peer, now)  # past the deadline
-                del self.held_down[peer]
-                maxprefix.clear(peer)
-                log.info("peer %s: max-prefix hold-down over, session allowed again", peer)
-                await self._set_speaker_peers()
-                return
-        finally:
-            if self._restores.get(peer) is asyncio.current_task():
-                del self._restores[peer]
 
 
 def _brief(command) -> str:

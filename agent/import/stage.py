@@ -53,6 +53,7 @@ counts again. Current counts per peer and family (what ``show peers`` shows): `h
 (accepted now, rejected now) and `not_kept(peer)` (rejections beyond `keep_rejected`: the
 rejected-now count is then a lower bound). Changing policies, guard sets or peer settings does not
 re-evaluate routes already received: the caller re-feeds them (adj-RIB-in or route refresh).
+The read side (stored verdicts, explain, the counts) is `agent.import.stageviews.StageViews`.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
 from .runs import receive_run
 from .single import receive_one
+from .stageviews import StageViews
 
 _OK = MaxPrefixDecision.OK
 _DISCARD = MaxPrefixDecision.DISCARD
@@ -87,7 +89,7 @@ class ImportResult(NamedTuple):
 _result = partial(tuple.__new__, ImportResult)  # NamedTuples without their Python __new__
 
 
-class ImportStage:
+class ImportStage(StageViews):
     """Guard, import policy and max-prefix for every peer; see the module doc."""
 
     def __init__(
@@ -370,45 +372,3 @@ class ImportStage:
         if st.looped(attrs):
             return st.loop_verdict
         return st.fixed if st.bound is None else st.bound.evaluate(prefix, nexthop, attrs)  # type: ignore[return-value]
-
-    # -- explain and counters -------------------------------------------------------------------
-
-    def verdict(self, peer: str, prefix: Prefix) -> Verdict | None:
-        """The stored verdict of `peer`'s current route for `prefix` (None: no such route, or a
-        rejection beyond `keep_rejected`)."""
-        st = self._peers.get(peer)
-        return None if st is None else st.verdicts.get(prefix)
-
-    def explain(self, prefix: Prefix) -> dict[str, Verdict]:
-        """Every peer's stored verdict for `prefix`."""
-        out = {}
-        for address, st in self._peers.items():
-            v = st.verdicts.get(prefix)
-            if v is not None:
-                out[address] = v
-        return out
-
-    def explain_paths(self, prefix: Prefix) -> list[tuple[str, int | None, Verdict]]:
-        """Every peer's stored verdicts for `prefix`: (peer, path id or None, verdict)."""
-        out: list[tuple[str, int | None, Verdict]] = []
-        for address, st in self._peers.items():
-            v = st.verdicts.get(prefix)
-            if v is not None:
-                out.append((address, None, v))
-            out += [(address, pid, v) for pid, v in sorted(st.paths.get(prefix, {}).items())]
-        return out
-
-    def held(self, peer: str) -> dict[int, tuple[int, int]]:
-        """Current (accepted, rejected-and-kept) route counts of `peer` per family."""
-        st = self._peers.get(peer)
-        if st is None:
-            return {4: (0, 0), 6: (0, 0)}
-        h = st.held
-        return {4: (h[1], h[0]), 6: (h[3], h[2])}
-
-    def not_kept(self, peer: str) -> dict[int, int]:
-        """Rejections of `peer` this session beyond `keep_rejected`, per family: not stored, so a
-        re-sent one cannot be told from a new one; the current rejected count is then a lower
-        bound."""
-        st = self._peers.get(peer)
-        return {4: 0, 6: 0} if st is None else {4: st.unkept[0], 6: st.unkept[1]}
