@@ -54,6 +54,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from itertools import repeat
+from operator import and_
 
 from ..core.model import Prefix, canonical_address
 from ..policy.prefixes import PrefixIndex, V6_FLAG, host_prefix
@@ -287,7 +289,7 @@ class Guard:
         buckets = self._buckets
         if any(b in buckets or b in _MARTIAN_BUCKETS for b in range(first, last + 1)):
             return False
-        return min(map(_LENGTH.__and__, prefixes)) >= 16
+        return min(map(and_, prefixes, repeat(_LENGTH))) >= 16  # (operator.and_: C, no bound method)
 
     def _check_hop(self, nexthop: str | None) -> Verdict | None:
         """The next-hop checks (node address, `BAD_NEXT_HOPS`), cached per next-hop text."""
