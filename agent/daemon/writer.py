@@ -187,8 +187,10 @@ class FibWriter:
 
 
 def kind_counts(kops) -> dict[OpKind, int]:
-    """How many kernel ops of each kind `kops` holds, counted in C (`list.count` compares by
-    identity first; a route op's `kind` is a Python property, an OpKind's hash Python code)."""
+    """How many kernel ops of each kind `kops` holds: one comprehension takes the kinds out (a
+    route op's `kind` is a Python property: its op's first field instead), and `list.count`
+    counts them in C (it compares by identity first; an OpKind's hash is Python code, so no
+    Counter)."""
     kinds = [k[0] if k.__class__ is NhRouteOp else k for k in kops]  # (the op a route op stands for)
     kinds = list(map(_first, kinds))
     return {kind: n for kind in OpKind if (n := kinds.count(kind))}
