@@ -269,7 +269,10 @@ class RawSpeaker:
     def _exactly(self, n: int) -> bytes:
         data = b""
         while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
+            try:
+                chunk = self.sock.recv(n - len(data))
+            except ConnectionResetError as exc:  # closed with our bytes unread (a 16k UPDATE): RST
+                raise EOFError("ExaBGP reset the connection") from exc
             if not chunk:
                 raise EOFError("ExaBGP closed the connection")
             data += chunk

@@ -26,6 +26,7 @@ import time
 from operator import itemgetter
 
 from ..fib.nhkeys import nh_deletes
+from ..fib.runops import kind_counts_of_run
 from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
 from .events import Event, EventQueue
 
@@ -191,6 +192,9 @@ def kind_counts(kops) -> dict[OpKind, int]:
     route op's `kind` is a Python property: its op's first field instead), and `list.count`
     counts them in C (it compares by identity first; an OpKind's hash is Python code, so no
     Counter)."""
+    counted = kind_counts_of_run(kops)  # (a run's ops are not built for this)
+    if counted is not None:
+        return counted
     kinds = [k[0] if k.__class__ is NhRouteOp else k for k in kops]  # (the op a route op stands for)
     kinds = list(map(_first, kinds))
     return {kind: n for kind in OpKind if (n := kinds.count(kind))}

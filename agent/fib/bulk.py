@@ -17,7 +17,9 @@ A batch that went through the lanes from start to end needs fewer checks at its 
 remembers the batch whose table became the in-flight one (`FibState.bulk`), and `done_added`
 adds that table to `actual` whole while it is still exactly the batch's; the nexthop layer's
 lanes remember their batch the same way (`NhLayer.bulk`). A batch of one route (a table's shape)
-gets its group and its user count once.
+gets its group and its user count once. `plan_new` hands out its ADDs as one `runops.AddRun` and
+`expand_new` turns that into one `runops.NhAddRun`: no op object per route unless something
+indexes them (an error to match, a general loop).
 
 Each lane takes the owner's state object and runs on the owner's task, like the method it
 shortcuts.
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from ..core.model import KernelRoute, Prefix
 from .nhkeys import _V6_FLAG, group_key
+from .runops import AddRun, NhAddRun
 from .types import Op, OpKind, new_nh_route_op, new_op
 
 if TYPE_CHECKING:
@@ -74,10 +77,10 @@ def want_new(fib: FibState, changes: Mapping[Prefix, KernelRoute | None]) -> boo
     return True
 
 
-def plan_new(fib: FibState, held, skip_failed) -> list[Op] | None:
+def plan_new(fib: FibState, held, skip_failed) -> AddRun | None:
     """`FibState.plan` when every pending prefix is new (nothing of ours in the kernel or in
-    flight, not held, not waiting for a retry) and wants a route: one ADD each, and the pending
-    table becomes the in-flight one."""
+    flight, not held, not waiting for a retry) and wants a route: one ADD each, as one `AddRun`,
+    and the pending table becomes the in-flight one."""
     pending = fib.pending
     if len(pending) < MIN or fib.extra or (held and not held.isdisjoint(pending)):
         return None
@@ -85,9 +88,12 @@ def plan_new(fib: FibState, held, skip_failed) -> list[Op] | None:
         return None
     if skip_failed and not skip_failed.keys().isdisjoint(pending):
         return None
-    if _ID_NONE in set(map(id, pending.values())):
+    routes = list(pending.values())
+    ids = set(map(id, routes))
+    if _ID_NONE in ids:
         return None
-    ops = list(map(new_op, zip(repeat(ADD), pending.keys(), pending.values())))
+    # one `AddRun`, no op per route (`runops`): one route for all (a table's shape) or one each
+    ops = AddRun(list(pending), routes[0], None) if len(ids) == 1 else AddRun(list(pending), None, routes)
     if fib.inflight:
         fib.inflight.update(pending)
         fib.bulk = None
@@ -121,12 +127,15 @@ def done_added(fib: FibState, ops: Sequence[Op], errors) -> bool:
         fib.actual.update(inflight)
         fib.inflight = {}
         return True
-    if list(map(_first, ops)).count(ADD) != len(ops):  # (by identity, in C)
+    if ops.__class__ is AddRun:
+        prefixes, routes = ops.prefixes, ops.route_iter()
+    elif list(map(_first, ops)).count(ADD) != len(ops):  # (by identity, in C)
         return False
-    prefixes = list(map(_second, ops))
+    else:
+        prefixes, routes = list(map(_second, ops)), map(_third, ops)
     if not fib.actual.keys().isdisjoint(prefixes) or not _disjoint(prefixes, fib.pending):
         return False
-    fib.actual.update(zip(prefixes, map(_third, ops)))
+    fib.actual.update(zip(prefixes, routes))
     inflight = fib.inflight
     deque(map(inflight.pop, prefixes, repeat(None)), maxlen=0)
     if not inflight:
@@ -139,14 +148,23 @@ def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
     group of each distinct route once, then every route op points at its route's group. The
     routes' ids and groups are remembered for the `done` of these kernel ops (`nh_done_added`)."""
     n = len(ops)
-    if n < MIN or nhg.urgent or list(map(_first, ops)).count(ADD) != n:
+    if n < MIN or nhg.urgent:
         return None
-    lo, hi = min(map(_second, ops)), max(map(_second, ops))
+    run = ops.__class__ is AddRun
+    if run:  # (all ADDs: no op to read)
+        lo, hi = min(ops.prefixes), max(ops.prefixes)
+    elif list(map(_first, ops)).count(ADD) != n:
+        return None
+    else:
+        lo, hi = min(map(_second, ops)), max(map(_second, ops))
     if (lo & _V6_FLAG) != (hi & _V6_FLAG):
         return None  # (both families: the general loop)
-    routes = list(map(_third, ops))
-    ids = list(map(id, routes))
-    distinct = {ids[0]: routes[0]} if ids.count(ids[0]) == n else dict(zip(ids, routes))
+    if run and ops.route is not None:  # one route for the whole run: no list per prefix
+        ids, distinct = None, {id(ops.route): ops.route}
+    else:
+        routes = ops.routes if run else list(map(_third, ops))
+        ids = list(map(id, routes))
+        distinct = {ids[0]: routes[0]} if ids.count(ids[0]) == n else dict(zip(ids, routes))
     if any(group_key(lo, route) is None for route in distinct.values()):
         return None  # a plain route among them: the general loop
     planned: dict[tuple, int] = {}
@@ -154,8 +172,12 @@ def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
     groups: list = []
     gids = {rid: nhg._group_of(new_op((ADD, lo, route)), planned, singles, groups, set())
             for rid, route in distinct.items()}
-    kops = singles + groups + list(map(new_nh_route_op, zip(
-        ops, repeat(gids[ids[0]]) if len(gids) == 1 else map(gids.__getitem__, ids))))
+    if run:  # one `NhAddRun`: no route op per prefix (`runops`)
+        kops = NhAddRun(singles + groups, ops, *((next(iter(gids.values())), None) if len(gids) == 1
+                                                 else (None, list(map(gids.__getitem__, ids)))))
+    else:
+        kops = singles + groups + list(map(new_nh_route_op, zip(
+            ops, repeat(gids[ids[0]]) if len(gids) == 1 else map(gids.__getitem__, ids))))
     nhg.bulk = (kops, len(singles) + len(groups), ids, {rid: (gids[rid], route) for rid, route in distinct.items()})
     return kops
 
@@ -171,12 +193,13 @@ def nh_done_added(nhg: NhLayer, kops: Sequence, errors) -> bool:
     if errors:
         return False
     _kops, start, ids, by_id = memo
-    prefixes = list(map(_second, map(_first, islice(kops, start, None))))
+    run = kops.__class__ is NhAddRun
+    prefixes = kops.run.prefixes if run else list(map(_second, map(_first, islice(kops, start, None))))
     via = nhg.via
     if not via.keys().isdisjoint(prefixes):
         return False
     if start:
-        nhg.done(kops[:start], ())  # the objects first, as the general loop does
+        nhg.done(kops.head if run else kops[:start], ())  # the objects first, as the general loop does
     users = nhg.users
     if len(by_id) == 1:  # one route (a table's shape): one pair, one count
         ((gid, route),) = by_id.values()

@@ -29,6 +29,7 @@ import errno as _errno
 import ipaddress
 import struct
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 
 from ..core.model import KernelRoute, NextHop, RouteType
 from .codec import (
@@ -66,7 +67,10 @@ from .codec import (
     _V6_FLAG,
 )
 from .nhcodec import RTA_NH_ID, encode_nh
-from .types import FibSettings, NhRouteOp, Op, OpKind
+from .runops import NhAddRun, OpsSlice
+from .types import FibSettings, NhRouteOp, Op, OpKind, new_nh_route_op, new_op
+
+ADD = OpKind.ADD
 
 
 class UnknownDevice(LookupError):
@@ -157,6 +161,8 @@ class Encoder:
         from the op before (ops come in runs of one route), and a `Struct` of seven fields (the
         constant parts of the headers as byte strings) instead of seventeen. Raises as `encode`
         does; a batch that raises is encoded op by op by the caller."""
+        if ops.__class__ is OpsSlice:
+            return self._encode_run(ops, first)
         out: list[bytes] = []
         append = out.append
         seq = first
@@ -180,6 +186,45 @@ class Encoder:
             length = p & 0xFF
             if length == 0:  # (no RTA_DST)
                 append(self.encode(op, seq))
+            elif v6:
+                append(pack(pre, seq, mid, length, rest, ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail))
+            else:
+                append(pack(pre, seq, mid, length, rest, (p >> 8).to_bytes(4, "big"), tail))
+            seq += 1
+        return out
+
+    def _encode_run(self, part: OpsSlice, first: int) -> list[bytes]:
+        """`encode_batch` for a slice of an `AddRun` / `NhAddRun` (`agent.fib.runops`): the
+        messages packed from the run's prefixes, routes and group ids, no op read or built (an
+        `NhAddRun`'s head, its object writes, goes through `encode_batch`)."""
+        parent, start, stop = part.parent, part.start, part.stop
+        out: list[bytes] = []
+        if parent.__class__ is NhAddRun:
+            head = parent.head
+            if start < len(head):
+                out = self.encode_batch(head[start:stop], first)
+            run, base = parent.run, len(head)
+            a, b = max(start, base) - base, stop - base
+            nhids = parent.gid_iter(a, b) if b > a else ()
+        else:
+            run, a, b = parent, start, stop
+            nhids = repeat(0)
+        if b <= a:
+            return out
+        append = out.append
+        seq = first + len(out)
+        last_route, last_nhid, last_v6 = None, None, None
+        pack = pre = mid = rest = tail = None
+        for p, route, nhid in zip(run.prefixes[a:b], run.route_iter(a, b), nhids):
+            v6 = p & _V6_FLAG
+            if route is not last_route or nhid != last_nhid or v6 != last_v6:
+                op = new_op((ADD, p, route)) if not nhid else new_nh_route_op((new_op((ADD, p, route)), nhid))
+                pack, pre, mid, rest, tail = self._quick_entry(op, ADD, route, nhid, v6)
+                last_route, last_nhid, last_v6 = route, nhid, v6
+            length = p & 0xFF
+            if length == 0:  # (no RTA_DST)
+                op = new_op((ADD, p, route))
+                append(self.encode(new_nh_route_op((op, nhid)) if nhid else op, seq))
             elif v6:
                 append(pack(pre, seq, mid, length, rest, ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail))
             else:

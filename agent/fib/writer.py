@@ -36,21 +36,29 @@ from __future__ import annotations
 import concurrent.futures
 import errno
 import os
+import struct
 import threading
 import time
 from typing import Sequence
 
 from . import codec
-from .codec import NLMSG_ERROR, iter_messages
+from .codec import NLM_F_ACK, NLMSG_ERROR, iter_messages
 from .encoder import Encoder, UnknownDevice
 from .links import LinkIndex, LinkSnapshot
 from .nlsock import DEFAULT_BUFFER, REPLY_TIMEOUT, NlSocket
+from .runops import object_ops
 from .types import FibSettings, NhOp, Op, OpError, OpKind
 
 BATCH = 1024
 _BATCH_BYTES = 256 << 10
 INJECT_SEQS = 256  # sequence numbers each apply() keeps for ops injected while it runs
 _GONE = (errno.ESRCH, errno.ENOENT)
+_FLAGS = struct.Struct("=H")  # nlmsghdr's nlmsg_flags, at offset 6
+
+
+def _with_ack(msg: bytes) -> bytes:
+    """`msg` with NLM_F_ACK added to its netlink header's flags (the batch's last message)."""
+    return msg[:6] + _FLAGS.pack(_FLAGS.unpack_from(msg, 6)[0] | NLM_F_ACK) + msg[8:]
 
 
 def _encode_one(encode, op, seq: int, i: int, failures: list) -> bytes | None:
@@ -111,7 +119,7 @@ class NetlinkWriter:
             todo, self._injected = self._injected, []
         if not todo:
             return
-        rest = self._ops[pos:] if pos < len(self._ops) else ()
+        rest = object_ops(self._ops, pos)  # (no route op of a run is built for this)
         ids = {k.id for k in todo}
         clash = {k.id for k in rest if k.__class__ is NhOp and k.id in ids} if rest else set()
         if pos < len(self._ops) and self._inject_seqs < len(todo):
@@ -239,7 +247,7 @@ class NetlinkWriter:
         if self._injected and not injected:  # urgent ops from another thread go first
             self._send_injected(index[0])
         last = first + len(ops) - 1
-        msgs[-1] = self.encoder.encode(ops[-1], last, ack=True)
+        msgs[-1] = _with_ack(msgs[-1])
         sock = self.sock
         sock.send(b"".join(msgs))
         self.ops_sent += len(ops)

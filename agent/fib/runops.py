@@ -1,0 +1,176 @@
+"""Route ops in runs: the ADDs of a table being learned held as a list of prefixes and their route,
+with no `Op` or `NhRouteOp` per route unless someone asks for one.
+
+DOC: the bulk lanes (`agent.fib.bulk`) plan a batch of new routes as one `AddRun` (the prefixes,
+and one route for all of them or a route each) and the nexthop layer expands it into one
+`NhAddRun` (the object writes first, then every prefix pointing at its route's group). Both are
+read-only sequences of ops to everything else: `len`, indexing, iteration and ``==`` work as on
+the list of `Op` / `NhRouteOp` the general loops build, and the first index or iteration builds
+that list once and keeps it, so an op handed out twice is the same object (ops are matched to
+their errors by identity). The hot path never builds it: the encoder packs a run's messages from
+the prefixes (`Encoder.encode_batch` on an `OpsSlice`), the writer cuts the batch into slices
+without copying, and the lanes' `done` reads the prefixes. Only a failure (an error to match,
+an encoding to retry op by op) or a general loop builds the ops, at the cost the list would have
+had from the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import repeat
+
+from ..core.model import KernelRoute, Prefix
+from .types import OpKind, new_nh_route_op, new_op
+
+ADD = OpKind.ADD
+
+
+class LazyOps(Sequence):
+    """A sequence of ops built on first use (see module doc); subclasses say how (`_build`)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list | None = None
+
+    @property
+    def items(self) -> list:
+        """The ops as a list, built once."""
+        items = self._items
+        if items is None:
+            items = self._items = self._build()
+        return items
+
+    def _build(self) -> list:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, i):
+        if i.__class__ is slice:
+            start, stop, step = i.indices(len(self))
+            if step == 1:
+                return OpsSlice(self, start, max(start, stop))
+            return self.items[i]
+        return self.items[i]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, LazyOps, OpsSlice)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} ops)"
+
+
+class AddRun(LazyOps):
+    """ADD ops of `prefixes`, each with its route: `route` for all of them, else ``routes[i]``."""
+
+    __slots__ = ("prefixes", "route", "routes")
+
+    def __init__(self, prefixes: list[Prefix], route: KernelRoute | None, routes: list[KernelRoute] | None) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+        self.route = route
+        self.routes = routes
+
+    def __len__(self) -> int:
+        return len(self.prefixes)
+
+    def route_iter(self, start: int = 0, stop: int | None = None):
+        """The routes of prefixes[start:stop], in order."""
+        if self.routes is None:
+            return repeat(self.route, len(self.prefixes[start:stop]))
+        return iter(self.routes[start:stop])
+
+    def _build(self) -> list:
+        return list(map(new_op, zip(repeat(ADD), self.prefixes, self.route_iter())))
+
+
+class NhAddRun(LazyOps):
+    """The kernel ops of an `AddRun` through nexthop groups: `head` (the object writes, real ops)
+    and then one route op per prefix of `run`, pointing at `gid` (or ``gids[i]``)."""
+
+    __slots__ = ("head", "run", "gid", "gids")
+
+    def __init__(self, head: list, run: AddRun, gid: int | None, gids: list[int] | None) -> None:
+        super().__init__()
+        self.head = head
+        self.run = run
+        self.gid = gid
+        self.gids = gids
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.run.prefixes)
+
+    def gid_iter(self, start: int = 0, stop: int | None = None):
+        """The group ids of the run's prefixes[start:stop], in order."""
+        if self.gids is None:
+            return repeat(self.gid, len(self.run.prefixes[start:stop]))
+        return iter(self.gids[start:stop])
+
+    def _build(self) -> list:
+        return self.head + list(map(new_nh_route_op, zip(self.run.items, self.gid_iter())))
+
+
+class OpsSlice(Sequence):
+    """``ops[start:stop]`` of a `LazyOps`, without copying (the writer's batches of a run)."""
+
+    __slots__ = ("parent", "start", "stop")
+
+    def __init__(self, parent: LazyOps, start: int, stop: int) -> None:
+        self.parent, self.start, self.stop = parent, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i):
+        if i.__class__ is slice:
+            return self.parent.items[self.start:self.stop][i]
+        n = self.stop - self.start
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self.parent.items[self.start + i]
+
+    def __iter__(self):
+        return iter(self.parent.items[self.start:self.stop])
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, LazyOps, OpsSlice)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def object_ops(ops: Sequence, pos: int) -> Sequence:
+    """``ops[pos:]`` as far as nexthop object writes go: for an `NhAddRun`, only its head can
+    hold any (the run is route ops), read without building the run's ops."""
+    if ops.__class__ is NhAddRun:
+        return ops.head[pos:]
+    if ops.__class__ is AddRun:
+        return ()
+    return ops[pos:] if pos < len(ops) else ()
+
+
+def kind_counts_of_run(ops: Sequence) -> dict[OpKind, int] | None:
+    """For an `AddRun` / `NhAddRun`: how many kernel ops of each kind it holds, without building
+    its ops (the head's kinds counted one by one); None for anything else."""
+    if ops.__class__ is AddRun:
+        return {ADD: len(ops)} if len(ops) else {}
+    if ops.__class__ is not NhAddRun:
+        return None
+    out: dict[OpKind, int] = {}
+    for k in ops.head:
+        out[k.kind] = out.get(k.kind, 0) + 1
+    if ops.run.prefixes:
+        out[ADD] = out.get(ADD, 0) + len(ops.run.prefixes)
+    return out

@@ -1,0 +1,113 @@
+"""Route ops in runs (`agent.fib.runops`): the lists of ops they stand for, the messages the
+encoder packs from them, and a table's way through the lanes without building one op."""
+
+from __future__ import annotations
+
+import errno
+
+from agent.core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
+from agent.daemon.writer import kind_counts
+from agent.fib.encoder import Encoder
+from agent.fib.nhg import NhLayer
+from agent.fib.reconciler import FibState
+from agent.fib.runops import AddRun, NhAddRun, OpsSlice, object_ops
+from agent.fib.types import FibSettings, NhOp, NhRouteOp, Op, OpError, OpKind
+from agent.fib.writer import _with_ack
+
+P = Prefix.parse
+ADD = OpKind.ADD
+
+
+def route(gateway: str, metric: int = 20, dev: str = "eth0") -> KernelRoute:
+    return intern(KernelRoute(RouteType.UNICAST, nexthops(NextHop(gateway, dev)), metric))
+
+
+R1, R2, R6 = route("10.0.0.1"), route("10.0.0.2", 30), route("fd00::1")
+V4 = [P(f"10.1.{i}.0/24") for i in range(40)] + [P("0.0.0.0/0"), P("10.9.0.0/16")]
+V6 = [P(f"2001:db8:{i:x}::/48") for i in range(10)] + [P("::/0")]
+
+
+def test_an_add_run_is_the_list_of_its_ops_built_once():
+    one = AddRun(V4, R1, None)
+    each = AddRun(V4 + V6, None, [R1, R2] * 21 + [R6] * 11)
+    assert one == [Op(ADD, p, R1) for p in V4]
+    assert list(each) == [Op(ADD, p, r) for p, r in zip(V4 + V6, [R1, R2] * 21 + [R6] * 11)]
+    assert len(one) == len(V4) and one[3] is one[3] and one[-1] is one.items[-1]  # (identity: errors)
+    part = one[5:9]
+    assert isinstance(part, OpsSlice) and len(part) == 4 and part == one.items[5:9]
+    assert part[0] is one[5] and part[-1] is one[8] and list(part) == one.items[5:9]
+    assert one[::2] == one.items[::2] and one[40:100] == one.items[40:]
+
+
+def test_the_encoder_packs_a_run_as_it_packs_its_ops():
+    enc = Encoder(FibSettings(), {"eth0": 2})
+    runs = [AddRun(V4, R1, None), AddRun(V4 + V6, None, [R1, R2] * 21 + [R6] * 11)]
+    nh = NhLayer(201)
+    head = [NhOp(ADD, 201 << 20, 4, NextHop("10.0.0.1", "eth0")), NhOp(ADD, (201 << 20) + 1, 0, None, (((201 << 20), 1),))]
+    runs.append(NhAddRun(head, AddRun(V4, R1, None), (201 << 20) + 1, None))
+    runs.append(NhAddRun(head, AddRun(V4, None, [R1, R2] * 21), None, [7, 8] * 21))
+    assert nh  # (the layer is not needed to encode: ids are given)
+    for run in runs:
+        ops = list(run)  # (built: the reference)
+        for start, stop in ((0, len(run)), (0, 1), (1, 3), (2, 30), (17, len(run)), (len(run) - 1, len(run))):
+            fresh = type(run).__new__(type(run))  # a run whose ops were never built
+            for name in type(run).__slots__:
+                setattr(fresh, name, getattr(run, name))
+            fresh._items = None
+            got = enc.encode_batch(fresh[start:stop], 100)
+            assert got == enc.encode_batch(ops[start:stop], 100), (type(run).__name__, start, stop)
+            assert fresh._items is None
+
+
+def test_the_ack_flag_set_on_a_message_is_the_encoders():
+    enc = Encoder(FibSettings(), {"eth0": 2})
+    for op in (Op(ADD, V4[0], R1), Op(OpKind.DELETE, V6[0], R6), NhRouteOp(Op(ADD, V4[1], R1), 9),
+               NhOp(ADD, 5, 4, NextHop("10.0.0.1", "eth0"))):
+        assert _with_ack(enc.encode(op, 7)) == enc.encode(op, 7, ack=True)
+        assert _with_ack(enc.encode(op, 7)) != enc.encode(op, 7)
+
+
+def test_counts_and_object_writes_read_without_building_the_ops():
+    head = [NhOp(ADD, 1, 4, NextHop("10.0.0.1", "eth0")), NhOp(OpKind.REPLACE, 2, 0, None, ((1, 1),))]
+    kops = NhAddRun(head, AddRun(V4, R1, None), 2, None)
+    assert kind_counts(kops) == {ADD: 1 + len(V4), OpKind.REPLACE: 1}
+    assert kind_counts(AddRun(V4, R1, None)) == {ADD: len(V4)}
+    assert object_ops(kops, 1) == head[1:] and object_ops(kops, 5) == []
+    assert kops._items is None and kops.run._items is None
+    assert kind_counts(list(kops)) == kind_counts(kops)
+
+
+def test_a_table_goes_through_the_lanes_without_one_op_built():
+    """plan -> expand -> encode in the writer's slices -> done: the state the general loops
+    would leave, and neither run ever built its list."""
+    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+    fib.gate_open = nhg.gate_open = True
+    table = [P(f"10.{2 + i // 256}.{i % 256}.0/24") for i in range(3000)]
+    fib.want(dict.fromkeys(table, R1))
+    ops = fib.plan()
+    kops = nhg.expand(ops)
+    assert isinstance(ops, AddRun) and isinstance(kops, NhAddRun)
+    enc = Encoder(FibSettings(), {"eth0": 2})
+    msgs = [m for i in range(0, len(kops), 1024) for m in enc.encode_batch(kops[i:i + 1024], 1 + i)]
+    assert len(msgs) == len(kops) == len(table) + 2  # (a single and a group first)
+    fib.done(ops, nhg.done(kops, []))
+    assert ops._items is None and kops._items is None
+    gid = nhg.via[table[0]][0]
+    assert fib.actual == dict.fromkeys(table, R1) and not fib.inflight
+    assert set(nhg.via.values()) == {(gid, 20)} and nhg.users[gid] == len(table)
+
+
+def test_a_failed_route_of_a_run_is_matched_to_its_op():
+    """An error names a kernel op of the run (built on demand): the nexthop layer and the FIB
+    find its route op by identity, the prefix waits for a retry, the others are installed."""
+    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+    fib.gate_open = nhg.gate_open = True
+    table = [P(f"10.3.{i}.0/24") for i in range(200)]
+    fib.want(dict.fromkeys(table, R1))
+    ops = fib.plan()
+    kops = nhg.expand(ops)
+    bad = kops[len(kops) - 5]
+    assert bad.__class__ is NhRouteOp and bad.op is ops[len(ops) - 5]
+    fib.done(ops, nhg.done(kops, [OpError(bad, errno.ENOBUFS, "x")]))
+    assert set(fib.failed) == {table[-5]} and len(fib.actual) == len(table) - 1
+    assert table[-5] not in nhg.via and len(nhg.via) == len(table) - 1
