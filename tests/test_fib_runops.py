@@ -111,3 +111,38 @@ def test_a_failed_route_of_a_run_is_matched_to_its_op():
     fib.done(ops, nhg.done(kops, [OpError(bad, errno.ENOBUFS, "x")]))
     assert set(fib.failed) == {table[-5]} and len(fib.actual) == len(table) - 1
     assert table[-5] not in nhg.via and len(nhg.via) == len(table) - 1
+
+
+def test_the_writer_encodes_at_most_AHEAD_batches_ahead_of_the_kernel(monkeypatch):
+    """A big run is encoded while the kernel takes the batches before it, but never more than
+    `AHEAD` batches ahead (the messages waiting would otherwise be the whole run's, in memory)."""
+    import threading
+    import time
+
+    from agent.fib import writer as writermod
+    from agent.fib.links import LinkIndex
+    from agent.fib.types import Link
+
+    w = writermod.NetlinkWriter(FibSettings(), LinkIndex([Link("eth0", 2, True)]), batch=16)
+    gate, encoded, sent = threading.Semaphore(0), [], []
+    real = w.encoder.encode_batch
+    monkeypatch.setattr(w.encoder, "encode_batch", lambda ops, first: encoded.append(first) or real(ops, first))
+
+    def send_batch(first, ops, index, msgs, failures, injected=False):
+        gate.acquire()  # the kernel is slow: one batch per release
+        sent.append(len(msgs))
+
+    monkeypatch.setattr(w, "_send_batch", send_batch)
+    run = AddRun([P(f"10.4.{i // 256}.{i % 256}/32") for i in range(16 * 12)], R1, None)
+    result = []
+    t = threading.Thread(target=lambda: result.append(w.apply(run)))
+    t.start()
+    for k in range(12):  # k batches taken by the kernel so far
+        deadline = time.monotonic() + 5
+        while len(encoded) < min(12, k + 1 + writermod.AHEAD) and time.monotonic() < deadline:
+            time.sleep(0.001)  # (polling: the encoder fills up to its bound)
+        assert len(encoded) == min(12, k + 1 + writermod.AHEAD), (k, len(encoded))
+        gate.release()
+    t.join(5)
+    assert result == [[]] and sent == [16] * 12 and run._items is None
+    w.close()
