@@ -119,10 +119,16 @@ def test_transmit_deadlines_hold_while_the_loop_is_busy(pair):
                 table[i % 200_000] = (i, str(i), (i, i + 1))
                 i += 1
             await asyncio.sleep(0)
+            slices[0] += 1
         return i
 
+    slices = [0]
     asyncio.run(busy())
+    n_slices = slices[0]
     downs = [c for c in ra.changes if c.new is State.DOWN]
-    assert not downs, downs
-    assert len(a.late) > 30
-    assert a.late_max < 0.15, f"worst transmit lateness {a.late_max * 1000:.1f} ms"
+    # (diagnosis if it fails: this failed once in a full unit run on an idle machine, not since)
+    seen = (f"worst transmit lateness {a.late_max * 1000:.1f} ms, p99 {a.late_quantile(0.99)} ms, "
+            f"{len(a.late)} sends, >= 100 ms: {a.late_hist[100]}, loop slices: {n_slices}")
+    assert not downs, (downs, seen)
+    assert len(a.late) > 30, seen
+    assert a.late_max < 0.15, seen
