@@ -41,11 +41,13 @@ def test_an_add_run_is_the_list_of_its_ops_built_once():
 
 def test_the_encoder_packs_a_run_as_it_packs_its_ops():
     enc = Encoder(FibSettings(), {"eth0": 2})
-    runs = [AddRun(V4, R1, None), AddRun(V4 + V6, None, [R1, R2] * 21 + [R6] * 11)]
+    runs = [AddRun(V4, R1, None), AddRun(V4 + V6, None, [R1, R2] * 21 + [R6] * 11), AddRun(V6, R6, None),
+            AddRun(V6[:-1] * 3, R6, None), AddRun(V4[:40] * 2, R2, None)]  # (no /0: one route's own loop)
     nh = NhLayer(201)
     head = [NhOp(ADD, 201 << 20, 4, NextHop("10.0.0.1", "eth0")), NhOp(ADD, (201 << 20) + 1, 0, None, (((201 << 20), 1),))]
     runs.append(NhAddRun(head, AddRun(V4, R1, None), (201 << 20) + 1, None))
     runs.append(NhAddRun(head, AddRun(V4, None, [R1, R2] * 21), None, [7, 8] * 21))
+    runs.append(NhAddRun(head, AddRun(V6[:-1] * 4, R6, None), 9, None))
     assert nh  # (the layer is not needed to encode: ids are given)
     for run in runs:
         ops = list(run)  # (built: the reference)

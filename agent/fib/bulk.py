@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from itertools import islice, repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.model import KernelRoute, Prefix
@@ -51,7 +51,15 @@ _ID_NONE = id(None)
 def _distinct(values) -> dict[int, object]:
     """The distinct objects among `values`, by identity (routes are interned: a handful)."""
     values = list(values)
+    if _one_object(values):
+        return {id(values[0]): values[0]}
     return dict(zip(map(id, values), values))
+
+
+def _one_object(values: list) -> bool:
+    """Whether `values` are all one object (a table's shape): ``operator.is_`` over them in C,
+    no int object per value as ``id`` would make."""
+    return bool(values) and all(map(is_, values, repeat(values[0])))
 
 
 def _disjoint(keys, table) -> bool:
@@ -89,11 +97,13 @@ def plan_new(fib: FibState, held, skip_failed) -> AddRun | None:
     if skip_failed and not skip_failed.keys().isdisjoint(pending):
         return None
     routes = list(pending.values())
-    ids = set(map(id, routes))
-    if _ID_NONE in ids:
-        return None
     # one `AddRun`, no op per route (`runops`): one route for all (a table's shape) or one each
-    ops = AddRun(list(pending), routes[0], None) if len(ids) == 1 else AddRun(list(pending), None, routes)
+    if _one_object(routes) and routes[0] is not None:
+        ops = AddRun(list(pending), routes[0], None)
+    elif _ID_NONE in set(map(id, routes)):
+        return None
+    else:
+        ops = AddRun(list(pending), None, routes)
     if fib.inflight:
         fib.inflight.update(pending)
         fib.bulk = None

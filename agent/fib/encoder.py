@@ -206,16 +206,25 @@ class Encoder:
             run, base = parent.run, len(head)
             a, b = max(start, base) - base, stop - base
             nhids = parent.gid_iter(a, b) if b > a else ()
+            one_nhid = parent.gid
         else:
             run, a, b = parent, start, stop
             nhids = repeat(0)
+            one_nhid = 0
         if b <= a:
             return out
         append = out.append
         seq = first + len(out)
+        prefixes = run.prefixes[a:b]
+        route = run.route
+        if route is not None and one_nhid is not None:  # one route, one group: a table's shape
+            lo, hi = min(prefixes), max(prefixes)
+            if (lo & _V6_FLAG) == (hi & _V6_FLAG) and lo & 0xFF:  # one family, no /0 (a family's /0 is its lowest)
+                self._encode_one_route(prefixes, route, one_nhid, seq, append)
+                return out
         last_route, last_nhid, last_v6 = None, None, None
         pack = pre = mid = rest = tail = None
-        for p, route, nhid in zip(run.prefixes[a:b], run.route_iter(a, b), nhids):
+        for p, route, nhid in zip(prefixes, run.route_iter(a, b), nhids):
             v6 = p & _V6_FLAG
             if route is not last_route or nhid != last_nhid or v6 != last_v6:
                 op = new_op((ADD, p, route)) if not nhid else new_nh_route_op((new_op((ADD, p, route)), nhid))
@@ -231,6 +240,23 @@ class Encoder:
                 append(pack(pre, seq, mid, length, rest, (p >> 8).to_bytes(4, "big"), tail))
             seq += 1
         return out
+
+    def _encode_one_route(self, prefixes: list, route: KernelRoute, nhid: int, seq: int, append) -> None:
+        """`_encode_run`'s loop for prefixes of one family, none a /0, with one route and nexthop id
+        (0: none): one cached entry for all, nothing compared per prefix."""
+        op = new_op((ADD, prefixes[0], route))
+        if nhid:
+            op = new_nh_route_op((op, nhid))
+        v6 = prefixes[0] & _V6_FLAG
+        pack, pre, mid, rest, tail = self._quick_entry(op, ADD, route, nhid, v6)
+        if v6:
+            for p in prefixes:
+                append(pack(pre, seq, mid, p & 0xFF, rest, ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail))
+                seq += 1
+        else:
+            for p in prefixes:
+                append(pack(pre, seq, mid, p & 0xFF, rest, (p >> 8).to_bytes(4, "big"), tail))
+                seq += 1
 
     def _quick_entry(self, op, kind: OpKind, route: KernelRoute, nhid: int, v6: int) -> tuple:
         """`encode_batch`'s cached parts for a route, kind, nexthop id and family: the Struct's
