@@ -79,15 +79,20 @@ def test_counts_and_object_writes_read_without_building_the_ops():
     assert kind_counts(list(kops)) == kind_counts(kops)
 
 
+def planned(table: list) -> tuple:
+    """A FIB state and nexthop layer (gate open) that want `table` through R1, planned and expanded."""
+    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+    fib.gate_open = nhg.gate_open = True
+    fib.want(dict.fromkeys(table, R1))
+    ops = fib.plan()
+    return fib, nhg, ops, nhg.expand(ops)
+
+
 def test_a_table_goes_through_the_lanes_without_one_op_built():
     """plan -> expand -> encode in the writer's slices -> done: the state the general loops
     would leave, and neither run ever built its list."""
-    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
-    fib.gate_open = nhg.gate_open = True
     table = [P(f"10.{2 + i // 256}.{i % 256}.0/24") for i in range(3000)]
-    fib.want(dict.fromkeys(table, R1))
-    ops = fib.plan()
-    kops = nhg.expand(ops)
+    fib, nhg, ops, kops = planned(table)
     assert isinstance(ops, AddRun) and isinstance(kops, NhAddRun)
     enc = Encoder(FibSettings(), {"eth0": 2})
     msgs = [m for i in range(0, len(kops), 1024) for m in enc.encode_batch(kops[i:i + 1024], 1 + i)]
@@ -102,12 +107,8 @@ def test_a_table_goes_through_the_lanes_without_one_op_built():
 def test_a_failed_route_of_a_run_is_matched_to_its_op():
     """An error names a kernel op of the run (built on demand): the nexthop layer and the FIB
     find its route op by identity, the prefix waits for a retry, the others are installed."""
-    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
-    fib.gate_open = nhg.gate_open = True
     table = [P(f"10.3.{i}.0/24") for i in range(200)]
-    fib.want(dict.fromkeys(table, R1))
-    ops = fib.plan()
-    kops = nhg.expand(ops)
+    fib, nhg, ops, kops = planned(table)
     bad = kops[len(kops) - 5]
     assert bad.__class__ is NhRouteOp and bad.op is ops[len(ops) - 5]
     fib.done(ops, nhg.done(kops, [OpError(bad, errno.ENOBUFS, "x")]))

@@ -194,9 +194,10 @@ class Encoder:
         return out
 
     def _encode_run(self, part: OpsSlice, first: int) -> list[bytes]:
-        """`encode_batch` for a slice of an `AddRun` / `NhAddRun` (`agent.fib.runops`): the
-        messages packed from the run's prefixes, routes and group ids, no op read or built (an
-        `NhAddRun`'s head, its object writes, goes through `encode_batch`)."""
+        """`encode_batch` for a slice of an `AddRun` / `NhAddRun` (`agent.fib.runops`): one route
+        and group for the slice (a table's shape) are packed from the prefixes, no op read or
+        built; other shapes through the general loop (an `NhAddRun`'s head, its object writes,
+        too)."""
         parent, start, stop = part.parent, part.start, part.stop
         out: list[bytes] = []
         if parent.__class__ is NhAddRun:
@@ -222,24 +223,12 @@ class Encoder:
             if (lo & _V6_FLAG) == (hi & _V6_FLAG) and lo & 0xFF:  # one family, no /0 (a family's /0 is its lowest)
                 self._encode_one_route(prefixes, route, one_nhid, seq, append)
                 return out
-        last_route, last_nhid, last_v6 = None, None, None
-        pack = pre = mid = rest = tail = None
-        for p, route, nhid in zip(prefixes, run.route_iter(a, b), nhids):
-            v6 = p & _V6_FLAG
-            if route is not last_route or nhid != last_nhid or v6 != last_v6:
-                op = new_op((ADD, p, route)) if not nhid else new_nh_route_op((new_op((ADD, p, route)), nhid))
-                pack, pre, mid, rest, tail = self._quick_entry(op, ADD, route, nhid, v6)
-                last_route, last_nhid, last_v6 = route, nhid, v6
-            length = p & 0xFF
-            if length == 0:  # (no RTA_DST)
-                op = new_op((ADD, p, route))
-                append(self.encode(new_nh_route_op((op, nhid)) if nhid else op, seq))
-            elif v6:
-                append(pack(pre, seq, mid, length, rest, ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail))
-            else:
-                append(pack(pre, seq, mid, length, rest, (p >> 8).to_bytes(4, "big"), tail))
-            seq += 1
-        return out
+        # other shapes (routes or groups that differ, both families, a /0): ops of the slice made
+        # for its encoding only (not the run's own: those are built only when someone asks)
+        ops = list(map(new_op, zip(repeat(ADD), prefixes, run.route_iter(a, b))))
+        if parent.__class__ is NhAddRun:
+            ops = list(map(new_nh_route_op, zip(ops, nhids)))
+        return out + self.encode_batch(ops, seq)
 
     def _encode_one_route(self, prefixes: list, route: KernelRoute, nhid: int, seq: int, append) -> None:
         """`_encode_run`'s loop for prefixes of one family, none a /0, with one route and nexthop id
