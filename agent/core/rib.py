@@ -104,7 +104,7 @@ class Rib(RibViews):
                         if hit is not None and hit[0] is cand and hit[1] == generation:
                             route = hit[2]
                         else:
-                            route = self._desired_single(cand, prefix)
+                            route = self._single_route(cand, prefix)[0]
                         if route is not None:
                             changes[prefix] = route
                         continue
@@ -248,7 +248,7 @@ class Rib(RibViews):
             hit = self._single_cache.get(id(entry))
             if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
                 return hit[2]
-            return self._desired_single(entry, prefix)
+            return self._single_route(entry, prefix)[0]
         return self._desired_multi(entry, prefix)
 
     def _shared(self, cands: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
@@ -284,13 +284,15 @@ class Rib(RibViews):
             self._multi_cache[id(entry)] = (entry, generation, max_paths, relax, route)
         return route
 
-    def _desired_single(self, c: Candidate, prefix: Prefix) -> KernelRoute | None:
-        """The kernel route of a prefix whose only candidate is `c`. Candidates are shared by
+    def _single_route(self, c: Candidate, prefix: Prefix) -> tuple[KernelRoute | None, bool]:
+        """The kernel route of a prefix whose only candidate is `c`, and whether it is the route
+        of every prefix with `c` alone (False: `c` resolves recursively, through a route that
+        may cover the prefix itself). Candidates are shared by
         many prefixes: each one's route is remembered for the current resolver generation (keyed
         by identity; the value keeps it alive). Candidates of distinct attribute sets share their
         next hops: a BGP candidate's route is remembered per next-hop tuple and metric too."""
         if self.failed and c.origin in self.failed:
-            return None  # (not remembered: the caches are shared by next hops)
+            return None, True  # (not remembered: the caches are shared by next hops)
         generation = self.resolver.generation
         hops = c.nexthops
         plain = c.distance < NEVER_INSTALL and c.type is RouteType.UNICAST and not c.origin.kind.foreign
@@ -306,7 +308,7 @@ class Rib(RibViews):
             self._single_cache[id(c)] = (c, generation, route)
             if plain:
                 self._hops_cache[id(hops)] = (hops, generation, c.metric, route)
-        return route
+        return route, not recursive
 
     def _single(self, c: Candidate, prefix: Prefix) -> tuple[KernelRoute | None, bool]:
         if c.distance >= NEVER_INSTALL or c.origin.kind.foreign:

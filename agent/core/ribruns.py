@@ -35,10 +35,8 @@ def apply_run(rib: Rib, prefixes: list[Prefix], origin: Origin, cand: Candidate,
     if hit is not None and hit[0] is cand and hit[1] == generation:
         route = hit[2]
     else:
-        route = rib._desired_single(cand, prefixes[0])
-        hit = cache.get(id(cand))
-        remembered = hit is not None and hit[0] is cand and hit[1] == generation
-        if not remembered and not (rib.failed and origin in rib.failed):  # (recursive: per prefix)
+        route, shared = rib._single_route(cand, prefixes[0])
+        if not shared:  # resolved recursively: the route may differ per prefix
             changes.update(_per_prefix(rib, prefixes, origin, cand, before))
             return
     n = len(routes)
