@@ -240,3 +240,28 @@ def test_a_batch_of_both_families_through_one_device_route(monkeypatch):
         got.append((kernel_view(kops), nh_state(nhg), state(fib)))
         assert len({nhg.via[p][0] for p in changes}) == 2  # one group per family
     assert got[0] == got[1]
+
+
+def test_a_batch_of_both_families_through_gateways_of_their_own_takes_the_lane(monkeypatch):
+    """IPv4 prefixes through an IPv4 gateway and IPv6 ones through an IPv6 gateway in one batch
+    (a table of both families being learned): the lane takes it, a group per route, the same as
+    the general loop. An IPv4 prefix through the IPv6 gateway among them: the general loop."""
+    v4, v6 = NH_ROUTES[0], route("fd00::1", 20)
+    mixed = {p: (v6 if p.family == 6 else v4) for p in NH_POOL[:80] + POOL[120:150]}
+    odd = dict(mixed)
+    odd[NH_POOL[5]] = v6
+    for changes, lane in ((mixed, True), (odd, False)):
+        got = []
+        for k in range(2):
+            monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
+            fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+            fib.gate_open = nhg.gate_open = True
+            fib.want(dict(changes))
+            ops = fib.plan()
+            kops = nhg.expand(ops)
+            assert (nhg.bulk is not None) == (lane and k == 0)
+            fib.done(ops, nhg.done(kops, []))
+            got.append((sorted(kernel_view(kops), key=repr), nh_state(nhg), state(fib)))
+        assert got[0] == got[1]
+        assert len({nhg.via[p][0] for p in changes if p in nhg.via}) == 2
+        assert (NH_POOL[5] in nhg.via) == lane  # (through a gateway of the other family: a plain route)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from itertools import islice, repeat
-from operator import is_, itemgetter
+from operator import and_, eq, is_, itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.model import KernelRoute, Prefix
@@ -154,9 +154,12 @@ def done_added(fib: FibState, ops: Sequence[Op], errors) -> bool:
 
 
 def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
-    """`NhLayer.expand` for ADDs of one address family whose routes all go through groups: the
-    group of each distinct route once, then every route op points at its route's group. The
-    routes' ids and groups are remembered for the `done` of these kernel ops (`nh_done_added`)."""
+    """`NhLayer.expand` for ADDs whose routes all go through groups: the group of each distinct
+    route once, then every route op points at its route's group. Both address families in one
+    run (a table of both being learned) only when every route has gateways of one family and
+    every prefix is of its route's family (the group then follows the route; a device-only
+    route's would follow each prefix: the general loop). The routes' ids and groups are
+    remembered for the `done` of these kernel ops (`nh_done_added`)."""
     n = len(ops)
     if n < MIN or nhg.urgent:
         return None
@@ -167,20 +170,28 @@ def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
         return None
     else:
         lo, hi = min(map(_second, ops)), max(map(_second, ops))
-    if (lo & _V6_FLAG) != (hi & _V6_FLAG):
-        return None  # (both families: the general loop)
+    mixed = (lo & _V6_FLAG) != (hi & _V6_FLAG)
+    if mixed and (not run or ops.route is not None):
+        return None  # (both families, not as a run of routes each: the general loop)
     if run and ops.route is not None:  # one route for the whole run: no list per prefix
         ids, distinct = None, {id(ops.route): ops.route}
     else:
         routes = ops.routes if run else list(map(_third, ops))
         ids = list(map(id, routes))
         distinct = {ids[0]: routes[0]} if ids.count(ids[0]) == n else dict(zip(ids, routes))
-    if any(group_key(lo, route) is None for route in distinct.values()):
+    rep = dict.fromkeys(distinct, lo)  # route id -> a prefix of its family (the group's)
+    if mixed:
+        fams = {rid: _gateway_family(route) for rid, route in distinct.items()}
+        if None in fams.values() or not all(map(eq, map(and_, ops.prefixes, repeat(_V6_FLAG)),
+                                                map(fams.__getitem__, ids))):
+            return None
+        rep = {rid: hi if fam else lo for rid, fam in fams.items()}
+    if any(group_key(rep[rid], route) is None for rid, route in distinct.items()):
         return None  # a plain route among them: the general loop
     planned: dict[tuple, int] = {}
     singles: list = []
     groups: list = []
-    gids = {rid: nhg._group_of(new_op((ADD, lo, route)), planned, singles, groups, set())
+    gids = {rid: nhg._group_of(new_op((ADD, rep[rid], route)), planned, singles, groups, set())
             for rid, route in distinct.items()}
     if run:  # one `NhAddRun`: no route op per prefix (`runops`)
         kops = NhAddRun(singles + groups, ops, *((next(iter(gids.values())), None) if len(gids) == 1
@@ -190,6 +201,15 @@ def expand_new(nhg: NhLayer, ops: Sequence[Op]) -> list | None:
             ops, repeat(gids[ids[0]]) if len(gids) == 1 else map(gids.__getitem__, ids))))
     nhg.bulk = (kops, len(singles) + len(groups), ids, {rid: (gids[rid], route) for rid, route in distinct.items()})
     return kops
+
+
+def _gateway_family(route: KernelRoute) -> int | None:
+    """`_V6_FLAG` or 0: the family of every gateway of `route`; None: a next hop without one
+    (its group's family would be each prefix's), or gateways of both."""
+    fams = {(":" in nh.gateway) if nh.gateway else None for nh in route.nexthops}
+    if len(fams) != 1 or None in fams:
+        return None
+    return _V6_FLAG if fams.pop() else 0
 
 
 def nh_done_added(nhg: NhLayer, kops: Sequence, errors) -> bool:
