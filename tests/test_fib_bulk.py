@@ -223,12 +223,11 @@ def test_nexthop_lanes_equal_the_general_loops(monkeypatch, seed):
     assert lanes  # the lanes were taken
 
 
-def test_a_batch_of_both_families_through_one_device_route(monkeypatch):
-    """One device-only route wanted by IPv4 and IPv6 prefixes in one batch: a group per family
-    (the lane declines the batch; the general loop decides), the same as without the lanes."""
-    dev = NH_ROUTES[-1]
-    changes = dict.fromkeys(NH_POOL[:80] + POOL[120:150], dev)
-    got = []
+def one_batch_both_ways(monkeypatch, changes: dict) -> tuple[list, NhLayer, bool]:
+    """`changes` wanted, planned, expanded and written in one batch with the lanes and without:
+    what each side did (kernel ops, nexthop and FIB state), the last side's nexthop
+    layer, and whether the lanes' side took the nexthop lane."""
+    got, took = [], False
     for k in range(2):
         monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
         fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
@@ -236,10 +235,19 @@ def test_a_batch_of_both_families_through_one_device_route(monkeypatch):
         fib.want(dict(changes))
         ops = fib.plan()
         kops = nhg.expand(ops)
+        took = took or (k == 0 and nhg.bulk is not None)
         fib.done(ops, nhg.done(kops, []))
         got.append((kernel_view(kops), nh_state(nhg), state(fib)))
-        assert len({nhg.via[p][0] for p in changes}) == 2  # one group per family
-    assert got[0] == got[1]
+    return got, nhg, took
+
+
+def test_a_batch_of_both_families_through_one_device_route(monkeypatch):
+    """One device-only route wanted by IPv4 and IPv6 prefixes in one batch: a group per family
+    (the lane declines the batch; the general loop decides), the same as without the lanes."""
+    changes = dict.fromkeys(NH_POOL[:80] + POOL[120:150], NH_ROUTES[-1])
+    got, nhg, took = one_batch_both_ways(monkeypatch, changes)
+    assert got[0] == got[1] and not took
+    assert len({nhg.via[p][0] for p in changes}) == 2  # one group per family
 
 
 def test_a_batch_of_both_families_through_gateways_of_their_own_takes_the_lane(monkeypatch):
@@ -251,17 +259,8 @@ def test_a_batch_of_both_families_through_gateways_of_their_own_takes_the_lane(m
     odd = dict(mixed)
     odd[NH_POOL[5]] = v6
     for changes, lane in ((mixed, True), (odd, False)):
-        got = []
-        for k in range(2):
-            monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
-            fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
-            fib.gate_open = nhg.gate_open = True
-            fib.want(dict(changes))
-            ops = fib.plan()
-            kops = nhg.expand(ops)
-            assert (nhg.bulk is not None) == (lane and k == 0)
-            fib.done(ops, nhg.done(kops, []))
-            got.append((sorted(kernel_view(kops), key=repr), nh_state(nhg), state(fib)))
-        assert got[0] == got[1]
+        got, nhg, took = one_batch_both_ways(monkeypatch, changes)
+        assert got[0][1:] == got[1][1:] and took == lane
+        assert sorted(got[0][0], key=repr) == sorted(got[1][0], key=repr)  # (the same writes, in its order)
         assert len({nhg.via[p][0] for p in changes if p in nhg.via}) == 2
         assert (NH_POOL[5] in nhg.via) == lane  # (through a gateway of the other family: a plain route)
