@@ -86,7 +86,7 @@ class AddRun(LazyOps):
     def route_iter(self, start: int = 0, stop: int | None = None):
         """The routes of prefixes[start:stop], in order."""
         if self.routes is None:
-            return repeat(self.route, len(self.prefixes[start:stop]))
+            return repeat(self.route, len(range(len(self.prefixes))[start:stop]))
         return iter(self.routes[start:stop])
 
     def _build(self) -> list:
@@ -112,7 +112,7 @@ class NhAddRun(LazyOps):
     def gid_iter(self, start: int = 0, stop: int | None = None):
         """The group ids of the run's prefixes[start:stop], in order."""
         if self.gids is None:
-            return repeat(self.gid, len(self.run.prefixes[start:stop]))
+            return repeat(self.gid, len(range(len(self.run.prefixes))[start:stop]))
         return iter(self.gids[start:stop])
 
     def _build(self) -> list:
