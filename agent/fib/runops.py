@@ -25,6 +25,13 @@ from .types import OpKind, new_nh_route_op, new_op
 ADD = OpKind.ADD
 
 
+def _same_ops(self, other) -> bool:
+    """``==`` of a run or a slice of one: the same ops as `other`, a list, tuple, run or slice."""
+    if isinstance(other, (list, tuple, LazyOps, OpsSlice)):
+        return list(self) == list(other)
+    return NotImplemented
+
+
 class LazyOps(Sequence):
     """A sequence of ops built on first use (see module doc); subclasses say how (`_build`)."""
 
@@ -58,11 +65,7 @@ class LazyOps(Sequence):
     def __iter__(self):
         return iter(self.items)
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (list, tuple, LazyOps, OpsSlice)):
-            return list(self) == list(other)
-        return NotImplemented
-
+    __eq__ = _same_ops
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -143,11 +146,7 @@ class OpsSlice(Sequence):
     def __iter__(self):
         return iter(self.parent.items[self.start:self.stop])
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (list, tuple, LazyOps, OpsSlice)):
-            return list(self) == list(other)
-        return NotImplemented
-
+    __eq__ = _same_ops
     __hash__ = None  # type: ignore[assignment]
 
 
