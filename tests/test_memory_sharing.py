@@ -1,11 +1,12 @@
 """What the agent keeps per learned route is shared where it can be (bench/learn_memory.py measures
-the bytes): AS numbers and community texts of the codec, the nexthop layer's (id, metric) pairs
+the bytes): AS numbers and community lists of the codec (packed, `agent.core.communities`), the nexthop layer's (id, metric) pairs
 and reference counts, and the RIB's kernel route of candidates that differ only in attributes
 (remembered per next-hop tuple, which must still follow the metric, the resolver and the FIB's
 default metric)."""
 
 from __future__ import annotations
 
+from agent.core.communities import Communities, LargeCommunities
 from agent.core.model import Candidate, KernelRoute, NextHop, RouteType, Update, intern, nexthops
 from agent.core.rib import Rib
 from agent.fib.nhg import NhLayer
@@ -27,13 +28,17 @@ def attrs_of(path, comms, large=(), med=None):
     return ev.announced[0].attrs
 
 
-def test_codec_shares_as_numbers_and_community_texts_between_attribute_sets():
-    a = attrs_of([65001, 4_200_000_001, 70000], ["65001:100", "65001:200"], ["70000:1:2"], med=1)
+def test_codec_shares_as_numbers_and_packs_community_lists():
+    a = attrs_of([65001, 4_200_000_001, 70000], ["65001:200", "65001:100"], ["70000:1:2"], med=1)
     b = attrs_of([65001, 3_000_000_000, 70000], ["65001:200", "65001:300"], ["70000:1:2"], med=2)
+    c = attrs_of([65001, 3_000_000_000, 70000], ["65001:200", "65001:100"], [], med=3)
     assert a is not b and a.as_path == (65001, 4_200_000_001, 70000)
     assert a.as_path[0] is b.as_path[0] and a.as_path[2] is b.as_path[2]  # 65001, 70000: one int each
-    assert a.communities[1] is b.communities[0] == "65001:200"
-    assert a.large_communities[0] is b.large_communities[0] == "70000:1:2"
+    assert isinstance(a.communities, Communities) and a.communities.raw == bytes.fromhex("fde90064fde900c8")
+    assert a.communities == ("65001:100", "65001:200") and b.communities == ("65001:200", "65001:300")
+    assert c.communities is a.communities  # one list however many sets carry the same octets (memo)
+    assert isinstance(a.large_communities, LargeCommunities) and a.large_communities is b.large_communities
+    assert a.large_communities == ("70000:1:2",) and c.large_communities == ()
 
 
 def test_nexthop_layer_shares_its_per_route_pairs_and_counts_users():

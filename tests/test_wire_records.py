@@ -83,11 +83,33 @@ def test_equal_sets_are_one_object_and_values_are_shared():
         announced(_update(2, "10.0.2.0/24"))
     assert a.attrs is b.attrs and isinstance(a.attrs, PathAttrs)
     assert c.attrs is not a.attrs and c.attrs.med == 2
-    assert c.attrs.as_path is a.attrs.as_path  # the AS path, its ASNs, the texts and next hops: one each
-    assert c.attrs.communities[0] is a.attrs.communities[0]
+    assert c.attrs.as_path is a.attrs.as_path  # the AS path, its ASNs, the community list and next hops: one each
+    assert c.attrs.communities is a.attrs.communities and c.attrs.communities == ("65001:7",)
     assert c.next_hop is a.next_hop
     d = announced(_update(3, "10.0.3.0/24", (65002, 4200000001)))
     assert d.attrs.as_path[1] is a.attrs.as_path[1]
+
+
+def _record_with(comms, large) -> bytes:
+    """The record of one announced set whose communities fields are `comms` and `large`."""
+    (rec,) = RecordWriter().records(WireDecoder().decode(PEER, CAP_ASN4, _update(1, "10.0.0.0/24")))
+    (fields, nh, ll, prefixes), = rec[2]
+    fields = (*fields[:6], comms, large, *fields[8:])
+    return marshal.dumps([(*rec[:2], [(fields, nh, ll, prefixes)], *rec[3:])])
+
+
+def test_packed_communities_travel_as_octets():
+    data = _record_with(bytes.fromhex("fde90007"), bytes.fromhex("000111700000000100000002"))
+    (ev,) = Rebuilder().events_of(PEER, data)
+    attrs = ev.announced[0].attrs
+    assert attrs.communities == ("65001:7",) and attrs.large_communities == ("70000:1:2",)
+
+
+@pytest.mark.parametrize("comms,large", [("65001:7", ()), (b"\x00\x01\x02", ()), ((), b"\x00" * 8),
+                                         ((), ("70000:1:2",))])
+def test_communities_not_packed_octets_are_refused(comms, large):
+    with pytest.raises(RecordError, match="not packed octets"):
+        Rebuilder().events_of(PEER, _record_with(comms, large))
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00", marshal.dumps([(9, 4)]), marshal.dumps([(2, 4, [((0, 0), None, None, (1,))], (), None, None)]),

@@ -45,7 +45,7 @@ from ..core.bgp import PathAttrs
 from ..core.model import BgpOrigin
 from .wire_values import (
     AS_TRANS, MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_CLUSTERS, MEMO_COMMS, MEMO_EXT, MEMO_LARGE, MEMO_NEXT_HOPS, as_path2, as_path4, cached,
-    community_texts, extended_texts, flatten, ipv4_list, large_texts, merge_as4, next_hop_text,
+    community_list, extended_texts, flatten, ipv4_list, large_list, merge_as4, next_hop_text,
     segments,
 )
 
@@ -189,12 +189,14 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
         elif t == 8:
             if ln and not ln & 3:
                 raw = block[s:e]
-                comms = MEMO_COMMS.get(raw) or cached(MEMO_COMMS, community_texts, raw)
+                comms = MEMO_COMMS.get(raw)
+                if comms is None:
+                    comms = cached(MEMO_COMMS, community_list, raw)
             else:
                 errors = _add(errors, _len_error("COMMUNITIES", ln, "a non-zero multiple of 4"))
         elif t == 32:
             if ln and not ln % 12:
-                large = cached(MEMO_LARGE, large_texts, block[s:e])
+                large = cached(MEMO_LARGE, large_list, block[s:e])
             else:
                 errors = _add(errors, _len_error("LARGE_COMMUNITY", ln, "a non-zero multiple of 12"))
         elif t == 16:
@@ -248,7 +250,8 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
             as_path, as_set, confed = path[1]
     else:
         as_path, as_set, confed = (), False, ()
-    key = (origin, as_path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed)
+    key = (origin, as_path, as_set, med, local_pref, comms and comms.raw, large and large.raw, ext, atomic, originator,
+           cluster, confed)  # (packed communities by their octets: their own hash makes texts)
     attrs = values.get(key) if values is not None else None
     if attrs is None:
         attrs = new_path_attrs((_ORIGINS[origin], as_path, as_set, med, local_pref, comms, large, ext, atomic,

@@ -28,10 +28,12 @@ from 0 again, writing the fields on each number's first use, so the rebuilder's 
 (`RecordWriter.reset`) makes the writer forget its numbers too, so no number is used that the
 rebuilder never saw.
 
-Sharing, as the in-process decoder has it: within a new set the AS numbers and community texts
-are the objects already held when equal (the decoder's own tables, `wire_values.shared_asns` /
-`shared_texts`), and so are AS paths and next hops (bounded tables: memory per route of a full
-table). A record that does not have this shape, or a number the
+Communities travel as their packed octets (`agent.core.communities`: ``raw``, or ``()`` when
+absent) and are rebuilt as `Communities` / `LargeCommunities`.
+Sharing, as the in-process decoder has it: within a new set the AS numbers are the objects
+already held when equal (the decoder's own table, `wire_values.shared_asns`), and AS paths, next
+hops and community lists are the objects held when equal (bounded tables: memory per route of a
+full table). A record that does not have this shape, or a number the
 rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
 and code; marshal data comes only from the agent's own relay over its private socket, never from
 a peer).
@@ -43,10 +45,11 @@ import marshal
 from itertools import repeat
 from operator import itemgetter
 
+from ..core.communities import Communities, LargeCommunities
 from ..core.bgp import Announced, AnnouncedRuns, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
 from ..core.model import BgpOrigin, Prefix
 from .wire import WireDecoder
-from .wire_values import frozen_builder, shared_asns, shared_texts
+from .wire_values import frozen_builder, shared_asns
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
 _FAM_CODE = {V4: 4, V6: 6}
@@ -55,9 +58,11 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _new_int = int.__new__
 _new_tuple = tuple.__new__
 _new_route_update = frozen_builder(RouteUpdate)
+_packed, _packed_large = Communities.packed, LargeCommunities.packed
+_LARGE = "large"  # (a large community list's key in the shared values: its octets alone may be a standard one's)
 # numbered attribute sets (the writer's table, so the rebuilder's too): as many as the decoder
 # interns, since only those objects come again; the rebuilder's table of AS paths and next hops
-# (cleared when full; AS numbers and community texts: the decoder's own tables, `wire_values`)
+# (cleared when full; community lists too; AS numbers: the decoder's own table, `wire_values`)
 ATTRS_SIZE, VALUES_SIZE = WireDecoder.CACHE_SIZE, 1 << 15
 
 
@@ -88,7 +93,8 @@ class RecordWriter:
             self._numbers.clear()
         number = len(self._numbers)
         self._numbers[id(attrs)] = (number, attrs)
-        return (number, int(attrs[0]), *attrs[1:])
+        comms, large = attrs[5], attrs[6]
+        return (number, int(attrs[0]), *attrs[1:5], comms.raw if comms else (), large.raw if large else (), *attrs[7:])
 
     def _runs(self, announced: tuple) -> list:
         first = announced[0]
@@ -189,9 +195,20 @@ class Rebuilder:
                 values[held] = held
             path = held
         if comms:
-            comms = shared_texts(comms)
+            if comms.__class__ is not bytes or len(comms) & 3:
+                raise RecordError("communities not packed octets")
+            held = values.get(comms)
+            if held is None:
+                held = values[comms] = _packed(comms)
+            comms = held
         if large:
-            large = shared_texts(large)
+            if large.__class__ is not bytes or len(large) % 12:
+                raise RecordError("large communities not packed octets")
+            key = (_LARGE, large)
+            held = values.get(key)
+            if held is None:
+                held = values[key] = _packed_large(large)
+            large = held
         attrs = self._attrs[number] = _new_tuple(PathAttrs, (
             _ORIGINS[origin], path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed))
         return attrs

@@ -12,8 +12,9 @@ they are kept out of `PathAttrs.as_path` and their members go to `PathAttrs.conf
 AS_SET members are appended to `as_path` with `as_set` True, as the JSON decoder does.
 
 Values are written as the JSON decoder (`agent.speaker.codec`) gets them from ExaBGP 5.0.15, so
-both paths give equal `PathAttrs`: communities sorted (ExaBGP sorts them), large communities
-sorted without duplicates (RFC 8092), extended communities sorted by their octets, each as text:
+both paths give equal `PathAttrs`: communities sorted (ExaBGP sorts them) and large communities
+sorted without duplicates (RFC 8092), each list packed (`agent.core.communities`: it equals the
+JSON decoder's tuple of texts), extended communities sorted by their octets, each as text:
 a route target or route origin as ExaBGP spells it (``target:65000:1``, ``target:192.0.2.1:5``,
 ``origin:65000:192.0.2.1``, ``origin:192.0.2.1:7``), any other one as ``hex(value)`` of its 8
 octets (``0x30c000000000008``), which is what the JSON decoder made of the types ExaBGP leaves
@@ -23,9 +24,9 @@ them). AGGREGATOR is validated and dropped (PathAttrs has no field for it).
 Memos: decoded values repeat across UPDATEs far more than whole attribute sets do (one MED per
 route, the same AS paths, next hops and communities), so each kind is memoised by its octets
 (`cached`); pure memoisation, bounded (a memo is cleared when full), `clear_memos` for benchmarks.
-AS numbers and community texts are shared too (one object per distinct value, not one per
-occurrence: memory), unless `SHARE_VALUES` is off (the relay's decoder: its values are marshalled,
-and the agent's `wire_records.Rebuilder` shares them).
+AS numbers are shared too (one object per distinct value, not one per occurrence: memory),
+unless `SHARE_VALUES` is off (the relay's decoder: its values are marshalled, and the agent's
+`wire_records.Rebuilder` shares them).
 `frozen_builder` builds frozen dataclasses without their generated ``__init__`` (see there).
 """
 
@@ -34,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import socket
 import struct
+
+from ..core.communities import Communities, LargeCommunities
 
 AS_TRANS = 23456
 _ntop = socket.inet_ntop
@@ -176,28 +179,30 @@ def ext_text(c: bytes) -> str:
     return hex(_from_bytes(c))
 
 
-_TEXTS: dict[str, str] = {}
-TEXT_MEMO_SIZE = 1 << 14  # (a table of every value ever seen would cost an entry per rare one)
+def community_list(raw: bytes) -> Communities:
+    """COMMUNITIES (length a non-zero multiple of 4): the values sorted, packed."""
+    count = len(raw) >> 2
+    return _packed(_pack_u32s(count, *sorted(_u32s(raw, 0, count))))
 
 
-def shared_texts(texts: list[str]) -> tuple[str, ...]:
-    """The same strings, one object per frequent community however many sets carry it (tables
-    tag most routes with a few hundred values of their neighbours: 50-60 octets each, per set)."""
-    if not SHARE_VALUES:
-        return tuple(texts)
-    if len(_TEXTS) >= TEXT_MEMO_SIZE:
-        _TEXTS.clear()
-    get = _TEXTS.setdefault
-    return tuple([get(t, t) for t in texts])
+def large_list(raw: bytes) -> LargeCommunities:
+    """LARGE_COMMUNITY (length a non-zero multiple of 12): sorted without duplicates, packed."""
+    count = len(raw) >> 2
+    it = iter(_u32s(raw, 0, count))
+    words = [w for triple in sorted(set(zip(it, it, it))) for w in triple]
+    return _packed_large(_pack_u32s(len(words), *words))
 
 
-def community_texts(raw: bytes) -> tuple[str, ...]:
-    return shared_texts([f"{v >> 16}:{v & 0xFFFF}" for v in sorted(_u32s(raw, 0, len(raw) >> 2))])
+def _pack_u32s(count: int, *values: int) -> bytes:
+    pack = _PACK.get(count)
+    if pack is None:
+        pack = _PACK[count] = struct.Struct(f">{count}I").pack
+    return pack(*values)
 
 
-def large_texts(raw: bytes) -> tuple[str, ...]:
-    it = iter(_u32s(raw, 0, len(raw) >> 2))
-    return shared_texts([f"{a}:{b}:{c}" for a, b, c in sorted(set(zip(it, it, it)))])
+_PACK: dict = {}
+_packed = Communities.packed
+_packed_large = LargeCommunities.packed
 
 
 def extended_texts(raw: bytes) -> tuple[str, ...]:
@@ -241,7 +246,7 @@ MEMO_CLUSTERS: dict = {}
 def clear_memos() -> None:
     """Forget every memoised value (benchmarks start cold with it)."""
     for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS,
-                 _ASNS, _TEXTS):
+                 _ASNS):
         memo.clear()
 
 
