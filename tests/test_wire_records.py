@@ -22,7 +22,7 @@ from agent.core.bgp import PathAttrs, RouteUpdate
 from agent.speaker import relay
 from agent.speaker.codec import CodecError, Decoder
 from agent.speaker.wire import CAP_ASN4, WireDecoder
-from agent.speaker.wire_records import ATTRS_SIZE, Rebuilder, RecordError, RecordWriter
+from agent.speaker.wire_records import ATTRS_SIZE, Rebuilder, RecordDecoder, RecordError, RecordWriter
 from testlab import bgpwire as w
 from tests import test_wire_exabgp as cases
 
@@ -30,8 +30,13 @@ PEER = "192.0.2.1"
 
 
 def round_trip(body: bytes, caps: int):
+    """The events rebuilt from the relay's records, and the in-process decoder's events; the
+    relay's decoder (`RecordDecoder`, records made directly for the common UPDATE) must give the
+    records `RecordWriter` makes of those events."""
     theirs = WireDecoder().decode(PEER, caps, body)
-    return Rebuilder().events_of(PEER, marshal.dumps(RecordWriter().records(theirs))), theirs
+    records = RecordWriter().records(theirs)
+    assert RecordDecoder().records_of(caps, body) == records
+    return Rebuilder().events_of(PEER, marshal.dumps(records)), theirs
 
 
 BODIES = ([(f"captured {i}", bytes.fromhex(b), int(c)) for i, (c, b) in enumerate(cases.CAPTURED)]
@@ -208,6 +213,24 @@ def test_attribute_sets_by_number_bounded_and_renumbered():
     for rec, body in zip(sent + [again], bodies + bodies[-1:]):
         assert reb.events_of(PEER, marshal.dumps(rec)) == dec.decode(PEER, CAP_ASN4, body)
     assert len(reb._attrs) == ATTRS_SIZE
+
+
+def test_the_relays_decoder_numbers_as_the_writer_over_a_stream():
+    """`RecordDecoder` (records made directly) against `RecordWriter` over `WireDecoder`'s
+    events, both kept across a stream of one-prefix, many-prefix and general UPDATEs, past a
+    renumbering and a reset."""
+    ours, dec, writer = RecordDecoder(), WireDecoder(), RecordWriter()
+    many = [w.update(attrs=[w.origin(0), w.as_path([65001, i]), w.next_hop("192.0.2.1")],
+                     nlri=w.nlri([f"10.{i}.{j}.0/24" for j in range(3)])) for i in range(40)]
+    general = [w.update(withdrawn=w.nlri([f"10.9.{i}.0/24"]), attrs=[w.origin(0), w.as_path([65001]),
+                        w.next_hop("192.0.2.1")], nlri=w.nlri([f"10.8.{i}.0/24"])) for i in range(40)]
+    ones = [_update(i, f"10.{i >> 8 & 255}.{i & 255}.0/24") for i in range(ATTRS_SIZE + 10)]
+    stream = [b for trio in zip(ones, many + many, general + general) for b in trio] + ones[-10:] + ones[:5]
+    for i, body in enumerate(stream):
+        if i == 100:
+            ours.reset()
+            writer.reset()
+        assert ours.records_of(CAP_ASN4, body) == writer.records(dec.decode(PEER, CAP_ASN4, body)), i
 
 
 def test_a_record_not_written_makes_the_writer_forget_its_numbers():

@@ -69,21 +69,19 @@ def _decoder():
 
     from agent.core.gctune import tune_gc
     from agent.speaker import wire_values
-    from agent.speaker.wire import WireDecoder
-    from agent.speaker.wire_records import RecordWriter
+    from agent.speaker.wire_records import RecordDecoder
 
     wire_values.SHARE_VALUES = False  # (the agent shares them when it rebuilds the events)
     tune_gc()
-    decode = WireDecoder().decode
-    writer = RecordWriter()
-    records = writer.records
+    decoder = RecordDecoder()
+    records_of = decoder.records_of
 
     def flush(out: list, peer: bytes, recs: list, raw: list) -> None:
         if raw:
             try:
                 out.append(b"wire-events " + peer + b" " + b2a_base64(dumps(recs), newline=False))
             except Exception:  # the agent decodes them (or says why it cannot)
-                writer.reset()
+                decoder.reset()
                 out.extend(raw)
 
     def convert(lines: list) -> list:
@@ -93,9 +91,9 @@ def _decoder():
             if line[:11] == b"raw-update ":
                 try:
                     _, who, caps, body = line.split(b" ")
-                    found = records(decode("", int(caps), unhexlify(body)))
+                    found = records_of(int(caps), unhexlify(body))
                 except Exception:
-                    writer.reset()
+                    decoder.reset()
                     found = None
                 if found is not None and (who == peer or not raw) and len(raw) < BATCH:
                     peer = who

@@ -214,13 +214,23 @@ class WireDecoder:
         nh = info.next_hop
         plen = body[a1]
         if a1 + 1 + ((plen + 7) >> 3) == n and plen <= 32 and not caps & CAP_ADDPATH_V4:  # one prefix
-            prefix = _new_int(Prefix, ((_from_bytes(body[a1 + 1:]) << SHIFT4[n - a1 - 1]) | plen) & MASK4[plen])
-            return (_new_route_update(peer, V4, (_new_tuple(Announced, (prefix, nh, attrs, None)),), (), None, None),)
+            return self._one4(peer, ((_from_bytes(body[a1 + 1:]) << SHIFT4[n - a1 - 1]) | plen) & MASK4[plen],
+                              nh, attrs)
         found = field_prefixes(body, a1, n, False, caps & CAP_ADDPATH_V4)
         if found is None:
             return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
         if caps & CAP_ADDPATH_V4:
             return (_path_update(peer, V4, found, nh, attrs, None, (), (), None),)
+        return self._many4(peer, found, nh, attrs)
+
+    # the common case's events (`wire_records.RecordDecoder` makes its records instead)
+    def _one4(self, peer: str, value: int, nh: str | None, attrs: PathAttrs) -> tuple[Event, ...]:
+        """IPv4 prefix `value` (a `Prefix` value) announced alone, with a good attribute set."""
+        return (_new_route_update(peer, V4, (_new_tuple(Announced, (_new_int(Prefix, value), nh, attrs, None)),),
+                                  (), None, None),)
+
+    def _many4(self, peer: str, found: list[Prefix], nh: str | None, attrs: PathAttrs) -> tuple[Event, ...]:
+        """IPv4 prefixes announced with a good attribute set (no withdrawals, no MP attribute)."""
         return (_new_route_update(peer, V4, _announced(found, nh, attrs, None), (), None, None),)
 
     def _general(self, peer: str, caps: int, body: bytes, wl: int, a1: int, block: bytes,
