@@ -250,8 +250,9 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
             as_path, as_set, confed = path[1]
     else:
         as_path, as_set, confed = (), False, ()
-    key = (origin, as_path, as_set, med, local_pref, comms and comms.raw, large and large.raw, ext, atomic, originator,
-           cluster, confed)  # (packed communities by their octets: their own hash makes texts)
+    key = (origin, as_path, as_set, med, local_pref, comms if comms.__class__ is tuple else comms.raw,
+           large if large.__class__ is tuple else large.raw, ext, atomic, originator, cluster,
+           confed)  # (packed communities by their octets: their own hash makes texts)
     attrs = values.get(key) if values is not None else None
     if attrs is None:
         attrs = new_path_attrs((_ORIGINS[origin], as_path, as_set, med, local_pref, comms, large, ext, atomic,

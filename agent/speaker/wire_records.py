@@ -98,7 +98,8 @@ class RecordWriter:
         number = len(self._numbers)
         self._numbers[id(attrs)] = (number, attrs)
         comms, large = attrs[5], attrs[6]
-        return (number, int(attrs[0]), *attrs[1:5], comms.raw if comms else (), large.raw if large else (), *attrs[7:])
+        return (number, int(attrs[0]), *attrs[1:5], comms if comms.__class__ is tuple else comms.raw,
+                large if large.__class__ is tuple else large.raw, *attrs[7:])
 
     def _runs(self, announced: tuple) -> list:
         first = announced[0]
