@@ -98,9 +98,9 @@ def test_equal_sets_are_one_object_and_values_are_shared():
 def _record_with(comms, large) -> bytes:
     """The record of one announced set whose communities fields are `comms` and `large`."""
     (rec,) = RecordWriter().records(WireDecoder().decode(PEER, CAP_ASN4, _update(1, "10.0.0.0/24")))
-    (fields, nh, ll, prefixes), = rec[2]
-    fields = (*fields[:6], comms, large, *fields[8:])
-    return marshal.dumps([(*rec[:2], [(fields, nh, ll, prefixes)], *rec[3:])])
+    kind, fields, nh, prefix = rec
+    assert kind == 3  # (one IPv4 prefix alone)
+    return marshal.dumps([(kind, (*fields[:6], comms, large, *fields[8:]), nh, prefix)])
 
 
 def test_packed_communities_travel_as_octets():
@@ -119,6 +119,8 @@ def test_communities_not_packed_octets_are_refused(comms, large):
 
 @pytest.mark.parametrize("data", [b"", b"\x00", marshal.dumps([(9, 4)]), marshal.dumps([(2, 4, [((0, 0), None, None, (1,))], (), None, None)]),
                                   marshal.dumps([(2, 4, [(5, None, None, (1,))], (), None, None)]),
+                                  marshal.dumps([(3, 5, None, 1)]), marshal.dumps([(3, (0, 0), None, 1)]),
+                                  marshal.dumps([(3, 0, None)]),
                                   marshal.dumps([(0, 5)]), marshal.dumps("text")])
 def test_malformed_records_are_refused(data):
     with pytest.raises(RecordError):
@@ -206,10 +208,10 @@ def test_attribute_sets_by_number_bounded_and_renumbered():
     dec, reb, writer = WireDecoder(), Rebuilder(), RecordWriter()
     bodies = [_update(i, f"10.{i >> 8 & 255}.{i & 255}.0/24") for i in range(ATTRS_SIZE + 10)]
     sent = [writer.records(dec.decode(PEER, CAP_ASN4, b)) for b in bodies]
-    refs = [rec[0][2][0][0] for rec in sent]
+    refs = [rec[0][1] for rec in sent]
     assert [r[0] for r in refs] == list(range(ATTRS_SIZE)) + list(range(10))  # fields with numbers
     again = writer.records(dec.decode(PEER, CAP_ASN4, bodies[-1]))
-    assert again[0][2][0][0] == 9  # the number alone
+    assert again[0][1] == 9  # the number alone
     for rec, body in zip(sent + [again], bodies + bodies[-1:]):
         assert reb.events_of(PEER, marshal.dumps(rec)) == dec.decode(PEER, CAP_ASN4, body)
     assert len(reb._attrs) == ATTRS_SIZE
@@ -239,7 +241,7 @@ def test_a_record_not_written_makes_the_writer_forget_its_numbers():
     writer.records(events)
     writer.reset()
     (rec,) = writer.records(events)
-    assert isinstance(rec[2][0][0], tuple)  # the fields again
+    assert isinstance(rec[1], tuple)  # the fields again
     with pytest.raises(TypeError):
         writer.records((object(),))
 

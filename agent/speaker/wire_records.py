@@ -20,7 +20,10 @@ Records (one tuple per event, a list per line):
 * ``(1, ACTION, REASON, CODE, SUBCODE, FAM|0, DATA)``: `UpdateError`;
 * ``(2, FAM, RUNS, WITHDRAWN, PATH_IDS, WITHDRAWN_PATH_IDS)``: `RouteUpdate`; RUNS are
   ``(ATTRS, NEXT_HOP, LINK_LOCAL, PREFIXES)`` for successive `Announced` sharing attributes and
-  next hops; prefixes are the packed ints of `agent.core.model.Prefix`.
+  next hops; prefixes are the packed ints of `agent.core.model.Prefix`;
+* ``(3, ATTRS, NEXT_HOP, PREFIX)``: the `RouteUpdate` of one IPv4 prefix announced alone (no
+  withdrawal, no path id), two thirds of an Internet-like table's UPDATEs: one flat tuple to
+  dump, load and take apart instead of four nested ones.
 
 Attribute sets by number: the writer numbers every attribute set (`PathAttrs` object, which the
 decoder interns) the first time it writes it and then writes only the number; ATTRS is
@@ -124,7 +127,13 @@ class RecordWriter:
         for e in events:
             cls = e.__class__
             if cls is RouteUpdate:
-                out.append((2, _FAM_CODE[e.family], self._runs(e.announced) if e.announced else (),
+                announced = e.announced
+                if len(announced) == 1 and e.family is V4 and not e.withdrawn and e.path_ids is None \
+                        and e.withdrawn_path_ids is None:
+                    a = announced[0]
+                    out.append((3, self._ref(a.attrs), a.next_hop, int(a.prefix)))
+                    continue
+                out.append((2, _FAM_CODE[e.family], self._runs(announced) if announced else (),
                             tuple(map(int, e.withdrawn)), e.path_ids, e.withdrawn_path_ids))
             elif cls is EndOfRib:
                 out.append((0, _FAM_CODE[e.family]))
@@ -155,7 +164,7 @@ class RecordDecoder(WireDecoder):
         self.writer.reset()
 
     def _one4(self, peer: str, value: int, nh: str | None, attrs: PathAttrs) -> list:  # type: ignore[override]
-        return [(2, 4, [(self.writer._ref(attrs), nh, None, (value,))], (), None, None)]
+        return [(3, self.writer._ref(attrs), nh, value)]
 
     def _many4(self, peer: str, found: list, nh: str | None, attrs: PathAttrs) -> list:  # type: ignore[override]
         return [(2, 4, [(self.writer._ref(attrs), nh, None, tuple(map(int, found)))], (), None, None)]
@@ -181,6 +190,11 @@ class Rebuilder:
 
     def _event(self, peer: str, r: tuple) -> Event:
         kind = r[0]
+        if kind == 3:
+            _, ref, nh, value = r
+            attrs, nh, _ll = self._shared(ref, nh, None)
+            return _new_route_update(peer, V4, (_new_tuple(Announced, (_new_int(Prefix, value), nh, attrs, None)),),
+                                     (), None, None)
         if kind == 2:
             _, fam, runs, withdrawn, ids, wd_ids = r
             if len(runs) == 1 and len(runs[0][3]) == 1:  # one prefix: its `Announced` (no runs to keep)
