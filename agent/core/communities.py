@@ -111,6 +111,11 @@ class Communities:
 _set_raw = Communities.raw.__set__  # type: ignore[attr-defined]
 
 
+def octets(values: "Communities | tuple") -> "bytes | tuple":
+    """What the decoders key and send a list by: its octets, or the empty tuple when absent."""
+    return values if values.__class__ is tuple else values.raw  # type: ignore[union-attr]
+
+
 class LargeCommunities(Communities):
     """Large communities (RFC 8092) as their 12-octet values, packed (see the module DOC)."""
 

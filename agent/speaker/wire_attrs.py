@@ -42,6 +42,7 @@ import socket
 from typing import NamedTuple
 
 from ..core.bgp import PathAttrs
+from ..core.communities import octets
 from ..core.model import BgpOrigin
 from .wire_values import (
     AS_TRANS, MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_CLUSTERS, MEMO_COMMS, MEMO_EXT, MEMO_LARGE, MEMO_NEXT_HOPS, as_path2, as_path4, cached,
@@ -250,8 +251,7 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
             as_path, as_set, confed = path[1]
     else:
         as_path, as_set, confed = (), False, ()
-    key = (origin, as_path, as_set, med, local_pref, comms if comms.__class__ is tuple else comms.raw,
-           large if large.__class__ is tuple else large.raw, ext, atomic, originator, cluster,
+    key = (origin, as_path, as_set, med, local_pref, octets(comms), octets(large), ext, atomic, originator, cluster,
            confed)  # (packed communities by their octets: their own hash makes texts)
     attrs = values.get(key) if values is not None else None
     if attrs is None:
