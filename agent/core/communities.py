@@ -55,6 +55,7 @@ class Communities:
         return cls(b"".join(map(_U32.pack, values)))
 
     def values(self) -> tuple[int, ...]:
+        """The 32-bit words (one per community; three per large community)."""
         return struct.unpack(f">{len(self.raw) >> 2}I", self.raw)
 
     def texts(self) -> tuple[str, ...]:
@@ -126,10 +127,6 @@ class LargeCommunities(Communities):
     def of_values(cls, values) -> "LargeCommunities":
         """From (global administrator, local 1, local 2) triples, in the order given."""
         return cls(b"".join([struct.pack(">III", *v) for v in values]))
-
-    def values(self) -> tuple[int, ...]:
-        """The 32-bit words, three per community."""
-        return struct.unpack(f">{len(self.raw) >> 2}I", self.raw)
 
     def texts(self) -> tuple[str, ...]:
         it = iter(self.values())
