@@ -29,7 +29,6 @@ import errno as _errno
 import ipaddress
 import struct
 from collections.abc import Mapping, Sequence
-from itertools import repeat
 
 from ..core.model import KernelRoute, NextHop, RouteType
 from .codec import (
@@ -206,11 +205,9 @@ class Encoder:
                 out = self.encode_batch(head[start:stop], first)
             run, base = parent.run, len(head)
             a, b = max(start, base) - base, stop - base
-            nhids = parent.gid_iter(a, b) if b > a else ()
             one_nhid = parent.gid
         else:
             run, a, b = parent, start, stop
-            nhids = repeat(0)
             one_nhid = 0
         if b <= a:
             return out
@@ -225,9 +222,9 @@ class Encoder:
                 return out
         # other shapes (routes or groups that differ, both families, a /0): ops of the slice made
         # for its encoding only (not the run's own: those are built only when someone asks)
-        ops = list(map(new_op, zip(repeat(ADD), prefixes, run.route_iter(a, b))))
+        ops = run.ops_of(a, b)
         if parent.__class__ is NhAddRun:
-            ops = list(map(new_nh_route_op, zip(ops, nhids)))
+            ops = parent.route_ops(ops, a, b)
         return out + self.encode_batch(ops, seq)
 
     def _encode_one_route(self, prefixes: list, route: KernelRoute, nhid: int, seq: int, append) -> None:

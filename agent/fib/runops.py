@@ -25,6 +25,13 @@ from .types import OpKind, new_nh_route_op, new_op
 ADD = OpKind.ADD
 
 
+def _column(one, each: list | None, n: int, start: int, stop: int | None):
+    """Items start:stop of a run's column of n: `one` for all of them, else ``each[i]``."""
+    if each is None:
+        return repeat(one, len(range(n)[start:stop]))
+    return iter(each[start:stop])
+
+
 def _same_ops(self, other) -> bool:
     """``==`` of a run or a slice of one: the same ops as `other`, a list, tuple, run or slice."""
     if isinstance(other, (list, tuple, LazyOps, OpsSlice)):
@@ -88,12 +95,14 @@ class AddRun(LazyOps):
 
     def route_iter(self, start: int = 0, stop: int | None = None):
         """The routes of prefixes[start:stop], in order."""
-        if self.routes is None:
-            return repeat(self.route, len(range(len(self.prefixes))[start:stop]))
-        return iter(self.routes[start:stop])
+        return _column(self.route, self.routes, len(self.prefixes), start, stop)
+
+    def ops_of(self, start: int = 0, stop: int | None = None) -> list:
+        """New ADD ops of prefixes[start:stop] (the run's own, `items`, are built from all)."""
+        return list(map(new_op, zip(repeat(ADD), self.prefixes[start:stop], self.route_iter(start, stop))))
 
     def _build(self) -> list:
-        return list(map(new_op, zip(repeat(ADD), self.prefixes, self.route_iter())))
+        return self.ops_of()
 
 
 class NhAddRun(LazyOps):
@@ -114,12 +123,14 @@ class NhAddRun(LazyOps):
 
     def gid_iter(self, start: int = 0, stop: int | None = None):
         """The group ids of the run's prefixes[start:stop], in order."""
-        if self.gids is None:
-            return repeat(self.gid, len(range(len(self.run.prefixes))[start:stop]))
-        return iter(self.gids[start:stop])
+        return _column(self.gid, self.gids, len(self.run.prefixes), start, stop)
+
+    def route_ops(self, ops: list, start: int = 0, stop: int | None = None) -> list:
+        """Route ops pointing `ops` (the run's ADDs start:stop) at their groups."""
+        return list(map(new_nh_route_op, zip(ops, self.gid_iter(start, stop))))
 
     def _build(self) -> list:
-        return self.head + list(map(new_nh_route_op, zip(self.run.items, self.gid_iter())))
+        return self.head + self.route_ops(self.run.items)
 
 
 class OpsSlice(Sequence):
