@@ -82,8 +82,6 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _ntop = socket.inet_ntop
 _AF_INET = socket.AF_INET
 _from_bytes = int.from_bytes
-_U32: dict[int, object] = {}
-_U16: dict[int, object] = {}
 
 
 class AttrInfo(NamedTuple):

@@ -42,15 +42,19 @@ AS_TRANS = 23456
 _ntop = socket.inet_ntop
 _AF_INET = socket.AF_INET
 _from_bytes = int.from_bytes
-_U32: dict[int, object] = {}
+_U32: dict[int, struct.Struct] = {}  # count -> the Struct of that many big-endian 32-bit words
 _U16: dict[int, object] = {}
 
 
+def _u32_struct(count: int) -> struct.Struct:
+    s = _U32.get(count)
+    if s is None:
+        s = _U32[count] = struct.Struct(f">{count}I")
+    return s
+
+
 def _u32s(data: bytes, pos: int, count: int) -> tuple[int, ...]:
-    unpack = _U32.get(count)
-    if unpack is None:
-        unpack = _U32[count] = struct.Struct(f">{count}I").unpack_from
-    return unpack(data, pos)
+    return _u32_struct(count).unpack_from(data, pos)
 
 
 def _u16s(data: bytes, pos: int, count: int) -> tuple[int, ...]:
@@ -182,7 +186,7 @@ def ext_text(c: bytes) -> str:
 def community_list(raw: bytes) -> Communities:
     """COMMUNITIES (length a non-zero multiple of 4): the values sorted, packed."""
     count = len(raw) >> 2
-    return _packed(_pack_u32s(count, *sorted(_u32s(raw, 0, count))))
+    return _packed(_u32_struct(count).pack(*sorted(_u32s(raw, 0, count))))
 
 
 def large_list(raw: bytes) -> LargeCommunities:
@@ -190,17 +194,9 @@ def large_list(raw: bytes) -> LargeCommunities:
     count = len(raw) >> 2
     it = iter(_u32s(raw, 0, count))
     words = [w for triple in sorted(set(zip(it, it, it))) for w in triple]
-    return _packed_large(_pack_u32s(len(words), *words))
+    return _packed_large(_u32_struct(len(words)).pack(*words))
 
 
-def _pack_u32s(count: int, *values: int) -> bytes:
-    pack = _PACK.get(count)
-    if pack is None:
-        pack = _PACK[count] = struct.Struct(f">{count}I").pack
-    return pack(*values)
-
-
-_PACK: dict = {}
 _packed = Communities.packed
 _packed_large = LargeCommunities.packed
 
