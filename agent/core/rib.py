@@ -301,12 +301,14 @@ class Rib(RibViews):
             route, recursive = hit[3], False  # remembered for `c` below: its next prefix costs no call
         else:
             route, recursive = self._single(c, prefix)
+            hit = None
         if not recursive:  # a recursive result depends on the prefix: not shareable
             if len(self._single_cache) > 8192:  # (a candidate's prefixes come together)
                 self._single_cache.clear()
                 self._hops_cache.clear()
+                hit = None
             self._single_cache[id(c)] = (c, generation, route)
-            if plain:
+            if plain and hit is None:  # (a hit is already there as it would be written)
                 self._hops_cache[id(hops)] = (hops, generation, c.metric, route)
         return route, not recursive
 

@@ -189,8 +189,10 @@ class Rebuilder:
     def _event(self, peer: str, r: tuple) -> Event:
         kind = r[0]
         if kind == 3:
-            _, ref, nh, value = r
-            attrs, nh, _ll = self._shared(ref, nh, None)
+            _, ref, nh, value = r  # (`_shared` inline: two thirds of a table's UPDATEs are these)
+            attrs = self._attrs[ref] if ref.__class__ is int else self._new_attrs(ref)
+            if nh is not None:
+                nh = self._values.setdefault(nh, nh)
             return _new_route_update(peer, V4, (_new_tuple(Announced, (_new_int(Prefix, value), nh, attrs, None)),),
                                      (), None, None)
         if kind == 2:

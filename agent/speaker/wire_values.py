@@ -122,8 +122,7 @@ def shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
         return values
     if len(_ASNS) >= ASN_MEMO_SIZE:
         _ASNS.clear()
-    get = _ASNS.setdefault
-    return tuple([get(a, a) for a in values])
+    return tuple(map(_ASNS.setdefault, values, values))
 
 
 def _path_count(segs) -> int:
