@@ -9,6 +9,7 @@ a process in `test_relay_process_*` (its threads, end of input)."""
 from __future__ import annotations
 
 import binascii
+import gc
 import marshal
 import os
 import socket
@@ -163,6 +164,25 @@ def test_relay_batch_bound():
     out = relay._decoder()(lines)
     assert len(out) == 3
     assert [len(Decoder().decode(line)) for line in out] == [relay.BATCH, relay.BATCH, 1]
+
+
+def test_relay_conversion_leaves_nothing_for_the_cyclic_collector():
+    """The relay collects only when its tracked objects grew by `relay.RELAY_GC_THRESHOLD`, which
+    its bounded memos never reach: its conversion must make no reference cycles, whatever comes
+    (every captured, codec and RFC 7606 body, malformed lines, other lines), and must set that
+    threshold."""
+    convert = relay._decoder()
+    assert gc.get_threshold()[0] == relay.RELAY_GC_THRESHOLD
+    lines = [raw_line(PEER, body, caps) for _case, body, caps in BODIES] + \
+        [b"raw-update not a line", raw_line(PEER, b"\xff" * 19), b"done", raw_line(PEER, w.eor(1, 1))]
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            assert convert(lines)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 def test_relay_process_decodes_and_forwards_to_the_end(tmp_path):
