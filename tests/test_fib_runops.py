@@ -149,3 +149,31 @@ def test_the_writer_encodes_at_most_AHEAD_batches_ahead_of_the_kernel(monkeypatc
     t.join(5)
     assert result == [[]] and sent == [16] * 12 and run._items is None
     w.close()
+
+
+def test_a_batch_is_one_send_that_fits_the_sockets_buffers():
+    """A batch goes in one sendmsg: with the agent's buffers it is `BATCH` messages, and a whole
+    batch of the longest common route messages (IPv6, a nexthop id) is below its byte bound, so it
+    takes the fast path; with small buffers (no CAP_NET_ADMIN to force them) the batch shrinks to
+    fit half the send buffer and its error replies the receive buffer."""
+    from agent.fib import writer as writermod
+    from agent.fib.links import LinkIndex
+    from agent.fib.nlsock import DEFAULT_BUFFER
+    from agent.fib.types import Link
+
+    for buffer in (DEFAULT_BUFFER, 96 << 10):
+        w = writermod.NetlinkWriter(FibSettings(), LinkIndex([Link("eth0", 2, True)]), buffer=buffer)
+        try:
+            sndbuf, rcvbuf = w.sock.sndbuf(), w.sock.rcvbuf()
+            assert w.batch_bytes == max(16 << 10, min(writermod.BATCH_BYTES, sndbuf // 2))
+            assert w.batch * writermod._MSG_BOUND <= w.batch_bytes and w.batch * 1536 <= rcvbuf
+            if sndbuf >= 2 * writermod.BATCH_BYTES and rcvbuf >= 1536 * writermod.BATCH:
+                assert w.batch == writermod.BATCH  # (the agent's own buffers, forced as root)
+            else:
+                assert w.batch < writermod.BATCH
+            run = NhAddRun([], AddRun([P(f"fd00:{i >> 16:x}:{i & 0xffff:x}::/64") for i in range(w.batch)], R6, None),
+                           7, None)
+            msgs = w.encoder.encode_batch(OpsSlice(run, 0, w.batch), 1)
+            assert len(msgs) == w.batch and sum(map(len, msgs)) < w.batch_bytes
+        finally:
+            w.close()

@@ -48,7 +48,7 @@ DEFAULT_STATE_DIR = os.environ.get("ROUTE_AGENT_STATE_DIR", "/run/route-agent")
 # The GIL's switch interval (CPython's default is 5 ms). The FIB writer's threads hand every
 # netlink batch to the kernel with the GIL released and then need it back (for the ACKs, for the
 # next batch) while the core task is busy decoding UPDATEs: each such return waited up to one
-# interval, several times per batch of 1024 routes, so during a table load the kernel sat idle
+# interval, several times per netlink batch, so during a table load the kernel sat idle
 # most of the time and its work piled up at the end. Measured (bench/bgp_learn.py, 100k shared,
 # nexthop objects on): 5 ms 1.67-1.74 s, 1 ms 1.42-1.43 s, 0.2 ms 1.32-1.47 s. BFD runs in its own
 # process; the switches cost only while two threads want the GIL.

@@ -130,6 +130,9 @@ class NlSocket:
     def rcvbuf(self) -> int:
         return self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
+    def sndbuf(self) -> int:
+        return self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
     @contextlib.contextmanager
     def owned(self) -> Iterator["NlSocket"]:
         """One request/reply exchange. Never waits: a second concurrent user is refused with
