@@ -127,6 +127,23 @@ async def test_orphaned_exabgp_of_a_previous_agent_is_killed(tmp_path):
         await sp.wait_running(30)
 
 
+async def test_exabgp_has_its_own_process_group_in_the_agents_session(tmp_path):
+    """A terminal's Ctrl-C goes to its foreground process group, so ExaBGP (and its API helper)
+    must be in a group of their own; but in the agent's session, so the scheduler's autogroup
+    shares the CPU between the agent and its speaker as a pod's cgroup does."""
+    sp = make_speaker(tmp_path)
+    async with sp:
+        await sp.wait_running(30)
+        pid = sp.pid
+        (relay,) = relay_pids(sp)
+        assert os.getpgid(pid) == pid != os.getpgrp()
+        assert os.getpgid(relay) != os.getpgrp()  # (ExaBGP gives its API helpers a group each)
+        assert os.getsid(pid) == os.getsid(relay) == os.getsid(0)
+        if os.path.exists("/proc/self/autogroup"):
+            mine = open("/proc/self/autogroup").read().split()[0]
+            assert open(f"/proc/{pid}/autogroup").read().split()[0] == mine
+
+
 async def test_set_peers_validates_before_changing_anything(tmp_path):
     sp = make_speaker(tmp_path)
     with pytest.raises(ValueError, match="already used"):

@@ -11,8 +11,12 @@ supervision policy of their own:
   orphaned by a previous agent that was SIGKILLed;
 * `spawn`: ExaBGP through the launcher (`exabgp_argv`: ``INTERPRETER launcher.py --unpaced
   [--raw-updates] -- exabgp server CONF``, see `agent.speaker.launcher`: ExaBGP 5.0.15's own
-  entry point after the agent's patches) in its own session, with the parent-death signal set to
-  SIGKILL so it never outlives the agent, output and errors on one pipe;
+  entry point after the agent's patches) in a process group of its own (a terminal's Ctrl-C
+  reaches the agent only, which stops ExaBGP in order) but in the agent's session: outside a cgroup
+  the scheduler shares the CPU between sessions (autogroups) first, and a session of its own would
+  give ExaBGP and its API helper as much as the agent with all its threads, as a pod's cgroup does
+  not; the parent-death signal is set to SIGKILL so it never outlives the agent; output and errors
+  on one pipe;
 * `check_exabgp`: whether the interpreter's ExaBGP is the one the launcher's patches are written
   for (``launcher.py --check``), before a start in raw-UPDATE mode;
 * `LogPump`: reads that pipe line by line, logs it at debug level and keeps the last lines for
@@ -175,7 +179,7 @@ async def spawn(rundir: RuntimeDir, interpreter: str, env: Mapping[str, str],
     argv = [*wrapper, *exabgp_argv(interpreter, rundir.conf, raw_updates=raw_updates)]
     proc = await asyncio.create_subprocess_exec(
         *argv, env=child_env, cwd=str(rundir.path), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=0,
         preexec_fn=_child_setup, limit=READ_LIMIT)
     rundir.pid_file.write_text(f"{proc.pid}\n")
     return proc
