@@ -93,3 +93,36 @@ def test_shortcut_equals_the_batch_loop(monkeypatch, policy, limit):
         assert state(fast) == state(slow), text
     if policy is not None:
         assert any(taken) and not all(taken)  # both ways were taken
+
+
+@pytest.mark.parametrize("policy", ["some", ACCEPT_ALL, None])
+@pytest.mark.parametrize("limit", [None, Limit(3, Action.WARN), Limit(3, Action.DISCARD_EXTRA),
+                                   Limit(3, Action.TEARDOWN), Limit(6, Action.DISCARD_EXTRA)])
+@pytest.mark.parametrize("chunk", [1, 4, 100])
+def test_runs_equal_one_batch_each(monkeypatch, policy, limit, chunk):
+    """`receive_runs` (the runs of one or more UPDATEs, in one call) does what `receive_batch`
+    does for each run: same RIB updates in the same order, the decisions other than OK, and the
+    same state (verdicts, counters, held and max-prefix counts, stale set) after each call; runs of
+    one prefix (its own shortcut), of a few and of many (`runs.receive_run`) mixed."""
+    fast, slow = make(policy, limit), make(policy, limit)
+    stale_fast = {P("203.0.117.0/24"), P("203.0.118.0/24")}
+    stale_slow = set(stale_fast)
+
+    def attrs(community, path=(65001,)):
+        return BgpAttrs(PEER, 65001, PEER, True, as_path=path, communities=(community,))
+    runs = [((P(t),), PEER, attrs(c, path), None) for t, c, path in ROUTES if P(t).family == 4]
+    runs[3:3] = [(tuple(P(f"192.0.2.{i * 16}/28") for i in range(3)), PEER, attrs("65000:1"), None),
+                 (tuple(P(f"100.64.{i}.0/24") for i in range(20)), PEER, attrs("65000:1"), None)]
+    runs += [((P(f"100.65.{i}.0/24"),), PEER, attrs("65000:1"), None) for i in range(4)]
+    for start in range(0, len(runs), chunk):
+        part = runs[start:start + chunk]
+        got, want, decisions = [], [], []
+        found = fast.receive_runs(PEER, part, got, stale_fast)
+        for prefixes, nexthop, at, _ll in part:
+            d, _verdict = slow.receive_batch(PEER, prefixes, nexthop, at, want, stale_slow)
+            if d != "ok":
+                decisions.append(d)
+        assert (found, got, stale_fast) == (decisions, want, stale_slow)
+        assert state(fast) == state(slow)
+    accepted = sum(fast.accepted.values())
+    assert accepted >= (limit.limit if limit else 20) if policy is not None else not accepted  # (RFC 8212: nothing without a policy)

@@ -14,7 +14,8 @@ A malformed UPDATE (decoded by the agent's own wire codec, RFC 7606) is reported
 
 `RouteUpdate.announced` holds `Announced(prefix, next_hop, attrs, link_local)` tuples (or the
 same as runs of prefixes: `AnnouncedRuns`; and, for an ADD-PATH family, `RouteUpdate.path_ids`
-the path id of each). All the
+the path id of each). One event of runs may stand for several UPDATEs that only announce
+(`AnnouncedRuns.messages`, `RouteUpdate.messages`). All the
 prefixes of one UPDATE share one `PathAttrs` object (and the decoder re-uses equal attribute sets
 across UPDATEs), so a large table costs one small object per distinct attribute set.
 """
@@ -88,12 +89,19 @@ class AnnouncedRuns(Sequence):
     link_local)`` each, the prefixes of a run sharing the rest. The relay's records arrive that
     way (`agent.speaker.wire_records`): the BGP source hands each run to the import stage as one
     batch (`runs`), so a table costs no `Announced` tuple per prefix. As a sequence it is the
-    `Announced` tuples (built on first use), equal to the tuple of them."""
+    `Announced` tuples (built on first use), equal to the tuple of them.
 
-    __slots__ = ("runs", "_len", "_flat")
+    `messages`: the UPDATEs the runs come from. The relay's rebuild makes one event of the
+    successive UPDATEs of a peer and family that announce and withdraw nothing
+    (`agent.speaker.wire_records`), so the BGP source and the import stage take them in one call
+    (`ImportStage.receive_runs`), which does for each run what one event each would have done."""
 
-    def __init__(self, runs: tuple[tuple[tuple[Prefix, ...], str, PathAttrs, str | None], ...]) -> None:
+    __slots__ = ("runs", "messages", "_len", "_flat")
+
+    def __init__(self, runs: tuple[tuple[tuple[Prefix, ...], str, PathAttrs, str | None], ...],
+                 messages: int = 1) -> None:
         self.runs = runs
+        self.messages = messages
         self._len = sum(len(r[0]) for r in runs)
         self._flat: tuple[Announced, ...] | None = None
 
@@ -139,6 +147,11 @@ class RouteUpdate:
     withdrawn: tuple[Prefix, ...] = ()
     path_ids: tuple[int, ...] | None = None
     withdrawn_path_ids: tuple[int, ...] | None = None
+
+    @property
+    def messages(self) -> int:
+        """The UPDATE messages this event stands for (`AnnouncedRuns.messages`)."""
+        return self.announced.messages if self.announced.__class__ is AnnouncedRuns else 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,17 @@ stored, the counts go up by one, the RIB update with the peer's candidate is app
 else (a re-sent or stale prefix, a rejection, the max-prefix limit reached) returns None before
 changing anything, and the caller runs the batch loop, which decides every case. The guard and
 the policy are pure (cached verdicts only), so asking them again there changes nothing.
-`tests/test_import_single.py` compares both paths on the same inputs.
+`receive_runs` takes the runs of one or more UPDATEs in one call (the relay's rebuild makes one
+event of the successive UPDATEs that only announce: `AnnouncedRuns`) and does the same for each
+run of one prefix, so the BGP source, the stage and max-prefix are entered once per line of the
+relay rather than once per UPDATE, and the counts are added once; longer runs go to
+`receive_batch` (and so to `runs.receive_run`).
+`tests/test_import_single.py` compares the paths on the same inputs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.model import Prefix, Update, new_update
@@ -55,3 +61,47 @@ def receive_one(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, ne
     out.append(new_update((prefix, st.origin, st.candidate(nexthop, attrs, verdict.mods), None)))
     stage.count(st, fam, 1, 1, _NO_REJECTIONS)
     return _OK, verdict
+
+
+
+def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tuple], out: list[Update],
+                 stale: set | None) -> list[MaxPrefixDecision]:
+    """`receive_batch(peer, prefixes, next_hop, attrs, out, stale)` for each run
+    ``(prefixes, next_hop, attrs, link_local)`` of `runs` (of one family: `AnnouncedRuns.runs`)
+    in order; returns the decisions other than OK, in order. A run of one prefix with the outcome
+    of `receive_one` is done here, with the peer's settings looked up once and the counts added
+    once (max-prefix's before anything else reads it: before each run `receive_batch` takes, and
+    at the end); every other run goes to `receive_batch`."""
+    verdicts, held, origin = st.verdicts, st.held, st.origin
+    s = st.settings
+    check, allow_default, allow_covering = stage.guard.check, s.allow_default, s.allow_covering
+    looped, candidate, bound, fixed = st.looped, st.candidate, st.bound, st.fixed
+    maxprefix, append = stage.maxprefix, out.append
+    fam = 6 if runs and runs[0][0] and runs[0][0][0] & V6_FLAG else 4
+    room, taken, done = maxprefix.room(peer, fam), 0, 0
+    decisions: list[MaxPrefixDecision] = []
+    for prefixes, nexthop, attrs, _link_local in runs:
+        if len(prefixes) == 1 and taken < room:
+            prefix = prefixes[0]
+            if prefix not in verdicts and not (stale and prefix in stale) and not looped(attrs) \
+                    and check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering) is None:
+                verdict = fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)
+                if verdict.accepted:
+                    taken += 1
+                    verdicts[prefix] = verdict
+                    append(new_update((prefix, origin, candidate(nexthop, attrs, verdict.mods), None)))
+                    continue
+        if taken:
+            maxprefix.add(peer, fam, taken)
+            done, taken = done + taken, 0
+        decision, _verdict = stage.receive_batch(peer, prefixes, nexthop, attrs, out, stale)
+        if decision is not _OK:
+            decisions.append(decision)
+        room = maxprefix.room(peer, fam)
+    if taken:
+        maxprefix.add(peer, fam, taken)
+        done += taken
+    if done:
+        held[3 if fam == 6 else 1] += done
+        stage.count(st, fam, done, done, _NO_REJECTIONS)
+    return decisions

@@ -72,7 +72,7 @@ from .maxprefix import MaxPrefix, MaxPrefixDecision
 from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
 from .runs import receive_run
-from .single import receive_one
+from .single import receive_one, receive_runs
 from .stageviews import StageViews
 
 _OK = MaxPrefixDecision.OK
@@ -197,6 +197,14 @@ class ImportStage(StageViews):
         updates: list[Update] = []
         decision, verdict = self.receive_batch(peer, (prefix,), nexthop, attrs, updates)
         return _result((verdict, updates[0] if updates else None, decision))
+
+    def receive_runs(self, peer: str, runs: Sequence[tuple], out: list[Update],
+                     stale: set | None = None) -> list[MaxPrefixDecision]:
+        """`receive_batch(peer, prefixes, next_hop, attrs, out, stale)` for each run
+        ``(prefixes, next_hop, attrs, link_local)`` of `runs` (one family: `AnnouncedRuns.runs`,
+        of one UPDATE or more), in order, in one call (`single.receive_runs`); the max-prefix
+        decisions other than OK, in order."""
+        return receive_runs(self, self._peers[peer], peer, runs, out, stale)
 
     def receive_batch(self, peer: str, prefixes: Sequence[Prefix], nexthop: str | None, attrs: Any,
                       out: list[Update], stale: set | None = None,

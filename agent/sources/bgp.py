@@ -192,11 +192,9 @@ class BgpSource:
                     out.updates.append(u)
                     out.withdrawn.append(prefix)
         announced, ids = ev.announced, ev.path_ids
-        if announced.__class__ is AnnouncedRuns and ids is None:  # runs as decoded: a batch each
-            for prefixes, next_hop, attrs, _link_local in announced.runs:
-                decision, _verdict = stage.receive_batch(ev.peer, prefixes, next_hop, attrs, out.updates, s.stale)
-                if decision != "ok":
-                    self._max_prefix(ev.peer, s, decision, out)
+        if announced.__class__ is AnnouncedRuns and ids is None:  # runs as decoded (of one UPDATE or more)
+            for decision in stage.receive_runs(ev.peer, announced.runs, out.updates, s.stale):
+                self._max_prefix(ev.peer, s, decision, out)
             return
         i, n = 0, len(announced)
         if n == 1 and ids is None:  # one prefix (an UPDATE of its own attribute set: the costly case)

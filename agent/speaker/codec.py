@@ -199,7 +199,7 @@ class Decoder:
         try:
             _, peer, data = parts
             events = self.records.events_of(self._address(peer), binascii.a2b_base64(data))
-            self.decoded_by["relay"] += len(events)
+            self.decoded_by["relay"] += self.records.messages
             return events
         except (ValueError, UnicodeDecodeError, binascii.Error) as exc:  # (RecordError is a ValueError)
             raise CodecError(f"malformed wire-events line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc

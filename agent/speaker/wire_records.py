@@ -25,6 +25,11 @@ Records (one tuple per event, a list per line):
   withdrawal, no path id), two thirds of an Internet-like table's UPDATEs: one flat tuple to
   dump, load and take apart instead of four nested ones.
 
+The successive records of a line that only announce, in one family (kind 3, and kind 2 without
+withdrawals or path ids), become one event (`AnnouncedRuns` with the runs of all of them), so the
+BGP source and the import stage are entered once for them instead of once per UPDATE (their
+processing, run by run, is the same); `Rebuilder.messages` is how many UPDATEs the line held.
+
 Attribute sets by number: the writer numbers every attribute set (`PathAttrs` object, which the
 decoder interns) the first time it writes it and then writes only the number; ATTRS is
 ``(NUMBER, ORIGIN, AS_PATH, ...)`` (the `PathAttrs` fields, the origin as its number) the first
@@ -174,17 +179,52 @@ class Rebuilder:
     def __init__(self) -> None:
         self._attrs: dict[int, PathAttrs] = {}  # number -> attribute set
         self._values: dict = {}  # AS paths, next hops: value -> itself
+        self.messages = 0  # the records (UPDATEs, per family) of the last `events_of`
 
     def events_of(self, peer: str, data: bytes) -> tuple[Event, ...]:
+        """The events of one line's records. Successive records of UPDATEs of one family that
+        only announce (kind 3, and kind 2 with runs and no withdrawal or path id) are one event
+        (`AnnouncedRuns` of all their runs, `messages` of them): the BGP source and the import
+        stage take it in one call. A lone one is the event of its UPDATE."""
         try:
             records = marshal.loads(data)
+            self.messages = len(records)
             if len(records) == 1:
                 return (self._event(peer, records[0]),)
-            return tuple([self._event(peer, r) for r in records])
+            out: list[Event] = []
+            held: list = []  # the successive records of one family that only announce
+            fam = 0
+            for r in records:
+                kind = r[0]
+                f = 4 if kind == 3 else (r[1] if kind == 2 and r[2] and not r[3] and r[4] is None else 0)
+                if f != fam and held:
+                    out.append(self._event(peer, held[0]) if len(held) == 1 else self._merged(peer, fam, held))
+                    held = []
+                fam = f
+                if f:
+                    held.append(r)
+                else:
+                    out.append(self._event(peer, r))
+            if held:
+                out.append(self._event(peer, held[0]) if len(held) == 1 else self._merged(peer, fam, held))
+            return tuple(out)
         except RecordError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, EOFError) as exc:
             raise RecordError(f"not an event record: {exc!r}") from exc
+
+    def _merged(self, peer: str, fam: int, records: list) -> RouteUpdate:
+        """One event of the runs of `records` (see `events_of`)."""
+        runs: list = []
+        attrs_of, share = self._attrs, self._values.setdefault
+        for r in records:
+            if r[0] == 3:
+                _, ref, nh, value = r
+                attrs = attrs_of[ref] if ref.__class__ is int else self._new_attrs(ref)
+                runs.append(((_new_int(Prefix, value),), nh if nh is None else share(nh, nh), attrs, None))
+            else:
+                runs += [self._run(*run) for run in r[2]]
+        return _new_route_update(peer, _FAM[fam], AnnouncedRuns(tuple(runs), len(records)), (), None, None)
 
     def _event(self, peer: str, r: tuple) -> Event:
         kind = r[0]
