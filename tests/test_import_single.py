@@ -31,6 +31,12 @@ POLICIES = compile_policies([RoutePolicy.model_validate({
         {"name": "lp", "conditions": {"communities": {"values": ["65000:7"]}},
          "actions": {"result": "accept", "setLocalPref": 300}},
         {"name": "rest", "conditions": {"communities": {"values": ["65000:1"]}}, "actions": {"result": "accept"}}]},
+}, by_alias=True, by_name=False), RoutePolicy.model_validate({
+    "apiVersion": "routeagent.io/v1alpha1", "kind": "RoutePolicy", "metadata": {"name": "comms"},
+    "spec": {"defaultAction": "reject", "statements": [
+        {"name": "lp", "conditions": {"communities": {"values": ["65000:7"]}},
+         "actions": {"result": "accept", "setLocalPref": 300}},
+        {"name": "rest", "conditions": {"communities": {"values": ["65000:1"]}}, "actions": {"result": "accept"}}]},
 }, by_alias=True, by_name=False)])
 
 ROUTES = [  # (prefix, community, AS path)
@@ -95,7 +101,7 @@ def test_shortcut_equals_the_batch_loop(monkeypatch, policy, limit):
         assert any(taken) and not all(taken)  # both ways were taken
 
 
-@pytest.mark.parametrize("policy", ["some", ACCEPT_ALL, None])
+@pytest.mark.parametrize("policy", ["some", "comms", ACCEPT_ALL, None])
 @pytest.mark.parametrize("limit", [None, Limit(3, Action.WARN), Limit(3, Action.DISCARD_EXTRA),
                                    Limit(3, Action.TEARDOWN), Limit(6, Action.DISCARD_EXTRA)])
 @pytest.mark.parametrize("chunk", [1, 4, 100])
@@ -111,9 +117,20 @@ def test_runs_equal_one_batch_each(monkeypatch, policy, limit, chunk):
     def attrs(community, path=(65001,)):
         return BgpAttrs(PEER, 65001, PEER, True, as_path=path, communities=(community,))
     runs = [((P(t),), PEER, attrs(c, path), None) for t, c, path in ROUTES if P(t).family == 4]
-    runs[3:3] = [(tuple(P(f"192.0.2.{i * 16}/28") for i in range(3)), PEER, attrs("65000:1"), None),
-                 (tuple(P(f"100.64.{i}.0/24") for i in range(20)), PEER, attrs("65000:1"), None)]
-    runs += [((P(f"100.65.{i}.0/24"),), PEER, attrs("65000:1"), None) for i in range(4)]
+    def run(*texts, community="65000:1", path=(65001,)):
+        return tuple(map(P, texts)), PEER, attrs(community, path), None
+    runs[0:0] = [run("81.68.0.0/24", "203.0.118.0/24"), run("81.66.0.0/24", "81.66.1.0/24", "81.66.2.0/24")]
+    runs[5:5] = [run(*(f"192.0.2.{i * 16}/28" for i in range(3))),  # the guard's
+                 run(*(f"81.64.{i}.0/24" for i in range(20))),  # `runs.receive_run`
+                 run("81.67.0.0/24", "81.67.1.0/24", "81.67.0.0/24"),  # one prefix twice
+                 run("81.70.0.0/24", "81.70.1.0/24", path=(65001, 65000)),  # AS path loop
+                 run("81.71.0.0/24", "81.71.1.0/24", community="65000:7"),
+                 run("81.72.0.0/24", "81.72.1.0/24", community="65000:9")]  # rejected
+    runs += [((P(f"81.65.{i}.0/24"),), PEER, attrs("65000:1"), None) for i in range(4)]
+    runs += [run("81.69.0.0/24", "203.0.113.0/24"), run("81.73.0.0/24", "198.51.100.0/24")]  # held; no-198
+    batches = []
+    real_batch = fast.receive_batch
+    monkeypatch.setattr(fast, "receive_batch", lambda *a, **k: batches.append(a[1]) or real_batch(*a, **k))
     for start in range(0, len(runs), chunk):
         part = runs[start:start + chunk]
         got, want, decisions = [], [], []
@@ -126,3 +143,12 @@ def test_runs_equal_one_batch_each(monkeypatch, policy, limit, chunk):
         assert state(fast) == state(slow)
     accepted = sum(fast.accepted.values())
     assert accepted >= (limit.limit if limit else 20) if policy is not None else not accepted  # (RFC 8212: nothing without a policy)
+    if policy is not None and limit is None:  # both ways taken, for runs of one prefix and of a few
+        assert 1 < len([b for b in batches if len(b) == 1]) < len([r for r in runs if len(r[0]) == 1])
+        few = {str(r[0][0]) for r in runs if 1 < len(r[0]) < 16}
+        # the batch loop: a stale prefix, the guard's, an AS path loop, one held, TEST-NET-2 (the
+        # guard's); the policy's rejection; every one when the policy reads prefixes
+        slow = {"81.68.0.0/24", "192.0.2.0/28", "81.70.0.0/24", "81.69.0.0/24", "81.73.0.0/24"}
+        slow |= few if policy == "some" else {"81.72.0.0/24"} if policy == "comms" else set()
+        assert {str(b[0]) for b in batches if 1 < len(b) < 16} == slow
+        assert slow != few or policy == "some"

@@ -28,6 +28,7 @@ from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Verdict
 from .maxprefix import MaxPrefixDecision
 from .peer import PeerState
+from .runs import MIN
 
 if TYPE_CHECKING:
     from .stage import ImportStage
@@ -64,44 +65,69 @@ def receive_one(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, ne
 
 
 
+
 def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tuple], out: list[Update],
                  stale: set | None) -> list[MaxPrefixDecision]:
     """`receive_batch(peer, prefixes, next_hop, attrs, out, stale)` for each run
     ``(prefixes, next_hop, attrs, link_local)`` of `runs` (of one family: `AnnouncedRuns.runs`)
-    in order; returns the decisions other than OK, in order. A run of one prefix with the outcome
-    of `receive_one` is done here, with the peer's settings looked up once and the counts added
-    once (max-prefix's before anything else reads it: before each run `receive_batch` takes, and
-    at the end); every other run goes to `receive_batch`."""
-    verdicts, held, origin = st.verdicts, st.held, st.origin
+    in order; returns the decisions other than OK, in order.
+
+    A run shorter than `runs.MIN` whose prefixes are all new, pass the guard, do not loop and are
+    accepted by a policy that does not look at the prefix, within max-prefix's room, is done here
+    as the batch loop would do it (the outcome of `receive_one`, for each of its prefixes; a
+    prefix twice in the run is stored and counted in max-prefix and the held counts once, in the
+    received and accepted counts and the RIB updates twice, as the loop does), with the peer's
+    settings looked up once and the counts added once (max-prefix's before anything else reads
+    it: before each run `receive_batch` takes, and at the end). Every other run goes to
+    `receive_batch`, which decides every case (and takes longer runs in bulk: `runs.receive_run`)."""
+    verdicts, origin = st.verdicts, st.origin
     s = st.settings
-    check, allow_default, allow_covering = stage.guard.check, s.allow_default, s.allow_covering
+    check, refused = stage.guard.check, stage.guard.refused
+    allow_default, allow_covering = s.allow_default, s.allow_covering
     looped, candidate, bound, fixed = st.looped, st.candidate, st.bound, st.fixed
+    one_verdict = bound is None or not bound.reads_prefix
     maxprefix, append = stage.maxprefix, out.append
     fam = 6 if runs and runs[0][0] and runs[0][0][0] & V6_FLAG else 4
-    room, taken, done = maxprefix.room(peer, fam), 0, 0
+    room = maxprefix.room(peer, fam)
+    taken = held = counted = 0  # new prefixes not yet in max-prefix; all new ones; routes received
     decisions: list[MaxPrefixDecision] = []
     for prefixes, nexthop, attrs, _link_local in runs:
-        if len(prefixes) == 1 and taken < room:
+        n = len(prefixes)
+        if n == 1:
             prefix = prefixes[0]
-            if prefix not in verdicts and not (stale and prefix in stale) and not looped(attrs) \
+            if taken < room and prefix not in verdicts and not (stale and prefix in stale) and not looped(attrs) \
                     and check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering) is None:
                 verdict = fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)
                 if verdict.accepted:
                     taken += 1
+                    counted += 1
                     verdicts[prefix] = verdict
                     append(new_update((prefix, origin, candidate(nexthop, attrs, verdict.mods), None)))
                     continue
+        elif n < MIN and one_verdict and taken + n <= room and verdicts.keys().isdisjoint(prefixes) \
+                and not (stale and not stale.isdisjoint(prefixes)) and not looped(attrs) \
+                and not refused(prefixes, nexthop, allow_default, allow_covering):
+            verdict = fixed if bound is None else bound.evaluate(prefixes[0], nexthop, attrs)
+            if verdict.accepted:
+                before = len(verdicts)
+                cand = candidate(nexthop, attrs, verdict.mods)
+                for prefix in prefixes:
+                    verdicts[prefix] = verdict
+                    append(new_update((prefix, origin, cand, None)))
+                taken += len(verdicts) - before
+                counted += n
+                continue
         if taken:
             maxprefix.add(peer, fam, taken)
-            done, taken = done + taken, 0
+            held, taken = held + taken, 0
         decision, _verdict = stage.receive_batch(peer, prefixes, nexthop, attrs, out, stale)
         if decision is not _OK:
             decisions.append(decision)
         room = maxprefix.room(peer, fam)
     if taken:
         maxprefix.add(peer, fam, taken)
-        done += taken
-    if done:
-        held[3 if fam == 6 else 1] += done
-        stage.count(st, fam, done, done, _NO_REJECTIONS)
+        held += taken
+    if counted:
+        st.held[3 if fam == 6 else 1] += held
+        stage.count(st, fam, counted, counted, _NO_REJECTIONS)
     return decisions
