@@ -7,12 +7,13 @@ from __future__ import annotations
 
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from agent.core.bgp import (
     EndOfRib, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError,
 )
 from agent.core.model import BgpOrigin, Prefix
-from agent.speaker import wire_attrs
+from agent.speaker import wire_attrs, wire_values
 from agent.speaker.codec import CodecError, Decoder
 from agent.speaker.wire_nlri import nlri_entries, prefixes
 from agent.speaker.wire import (
@@ -111,6 +112,18 @@ def test_two_octet_session_as_path_and_aggregator():
     err, ev4 = dec(body, caps=CAP_ASN4)
     assert (err.action, err.reason.split(";")[0]) == (UpdateAction.TREAT_AS_WITHDRAW, "malformed AS_PATH")
     assert ev4 == RouteUpdate(PEER, V4, (), (P("10.0.0.0/24"),))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4), st.binary(max_size=24)), max_size=3),
+       st.binary(max_size=3))
+def test_as_path_of_one_sequence_read_at_once_as_the_segment_loop_reads_it(segs, tail):
+    """`wire_values.as_path4` reads a path of one AS_SEQUENCE (most paths) without the segment
+    loop: the same value for every octet string, malformed ones (False) included."""
+    raw = b"".join(bytes([kind, count]) + data[:4 * count] for kind, count, data in segs) + tail
+    if raw:
+        loop = wire_values.segments(raw, 0, len(raw), 4)
+        assert wire_values.as_path4(raw) == (False if loop is None else (loop, wire_values.flatten(loop)))
 
 
 AS4_TABLE = [

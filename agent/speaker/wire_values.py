@@ -215,6 +215,10 @@ def as_path2(raw: bytes) -> tuple | bool:
 
 
 def as_path4(raw: bytes) -> tuple | bool:
+    count = len(raw) >> 2
+    if count and len(raw) & 3 == 2 and raw[0] == 2 and raw[1] == count:  # one AS_SEQUENCE (most paths)
+        asns = shared_asns(_u32_struct(count).unpack_from(raw, 2))
+        return [(2, asns)], (asns, False, ())
     segs = segments(raw, 0, len(raw), 4)
     return False if segs is None else (segs, flatten(segs))
 
