@@ -8,7 +8,9 @@ import json
 import threading
 import time
 
-from agent.fib.netlink import RouteMonitor
+import pytest
+
+from agent.fib.netlink import LinkIndex, NetlinkFib, RouteMonitor
 from agent.fib.reconciler import FibState
 from agent.fib.types import FibSettings, Op, OpKind, RouteEvent
 from agent.core.model import NextHop, Prefix
@@ -211,18 +213,27 @@ def test_a_dump_gives_way_when_asked_and_the_next_one_is_whole(ns, fib):
     assert set(dump.ours) == set(prefixes)
 
 
-def test_an_injected_group_replace_overtakes_the_batch_in_flight(ns, fib):
+@pytest.fixture
+def fib1024(ns):
+    """A writer of 1024-message batches: `ip monitor` must read every event of a burst, and 4096
+    route events (~3 MiB of the kernel's buffers) can overflow its socket while it waits for a core."""
+    with NetlinkFib(FibSettings(), LinkIndex.from_kernel(), batch=1024) as f:
+        yield f
+
+
+def test_an_injected_group_replace_overtakes_the_batch_in_flight(ns, fib1024):
     """A BFD failure's group replace (`NetlinkWriter.inject`) goes out at the next batch
     boundary of the `apply()` under way, before the rest of its routes, not after the call."""
     from agent.fib.types import NhOp
     from testlab.monitor import Monitor
 
+    fib = fib1024
     a, b, group = 7001, 7002, 7003
     assert fib.apply([NhOp(OpKind.ADD, a, 4, NextHop("192.0.2.2", "v0")),
                       NhOp(OpKind.ADD, b, 4, NextHop("198.51.100.2", "v1")),
                       NhOp(OpKind.ADD, group, 0, None, ((a, 1), (b, 1)))]) == []
     prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(60_000)]
-    mon = Monitor(ns.name, ("route", "nexthop"))
+    mon = Monitor(ns.name, ("route", "nexthop"), rcvbuf=16 << 20)
     try:
         start = len(mon.lines)
         batch = threading.Thread(target=lambda: writes.update(

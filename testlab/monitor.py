@@ -19,13 +19,16 @@ from .netns import ip, settle, wait_for
 class Monitor:
     """`ip monitor route` in a namespace, collecting lines in a thread."""
 
-    def __init__(self, ns: str, objects: tuple[str, ...] = ("route",)) -> None:
+    def __init__(self, ns: str, objects: tuple[str, ...] = ("route",), rcvbuf: int | None = None) -> None:
+        """`rcvbuf`: the monitor socket's receive buffer (``ip -rcvbuf``, 1 MiB by default; the
+        kernel caps it at net.core.rmem_max): a burst of events larger than it is lost (``ip``
+        prints "No buffer space available")."""
         self.ns = ns
         self.lines: list[str] = []
         self._round = 0
         settle(ns)  # the kernel's own link-local routes are in place before we start counting
-        self.proc = subprocess.Popen(["ip", "-n", ns, "monitor", *objects], stdout=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(["ip", "-n", ns, *(["-rcvbuf", str(rcvbuf)] if rcvbuf else []), "monitor",
+                                      *objects], stdout=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
         self.mark()  # the monitor is listening once it reports our first marker

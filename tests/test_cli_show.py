@@ -182,13 +182,19 @@ def test_long_and_ipv6_cells_do_not_break_the_columns(api, capsys):
     assert rows[1]["Address"] == V6 and rows[2]["Family"] == "ipv6-unicast"
 
 
+def _sigint_default() -> None:
+    """In the child: SIGINT as a terminal gives it, whatever the tests inherited (a shell's
+    background job starts with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_waiting_for_the_agent_exits_130_without_a_traceback(api):
     """A long `show rib` interrupted: the shell's status for SIGINT, no traceback. (`run` is not
     concerned: the agent handles SIGINT itself.) The API address ends in /api/hang?, so the CLI's
     request for the RIB waits there."""
     p = subprocess.Popen([sys.executable, "-m", "agent", "show", "rib", "--api", api + "/api/hang?"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                         env=dict(os.environ, PYTHONPATH=ROOT))
+                         env=dict(os.environ, PYTHONPATH=ROOT), preexec_fn=_sigint_default)
     try:
         wait_for(lambda: any(x.startswith("/api/hang") for x in _Api.seen), 30, what="the CLI's request")
         p.send_signal(signal.SIGINT)
