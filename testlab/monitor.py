@@ -10,6 +10,7 @@ benchmark.
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 
@@ -19,23 +20,34 @@ from .netns import ip, settle, wait_for
 class Monitor:
     """`ip monitor route` in a namespace, collecting lines in a thread."""
 
-    def __init__(self, ns: str, objects: tuple[str, ...] = ("route",), rcvbuf: int | None = None) -> None:
+    def __init__(self, ns: str, objects: tuple[str, ...] = ("route",), rcvbuf: int | None = None,
+                 strict: bool = True) -> None:
         """`rcvbuf`: the monitor socket's receive buffer (``ip -rcvbuf``, 1 MiB by default; the
         kernel caps it at net.core.rmem_max): a burst of events larger than it is lost (``ip``
-        prints "No buffer space available")."""
+        says "No buffer space available", counted in `lost`); `strict`: `mark` then fails, so a
+        test that counts events never passes on a partial record."""
         self.ns = ns
         self.lines: list[str] = []
+        self.lost = 0
+        self.strict = strict
         self._round = 0
         settle(ns)  # the kernel's own link-local routes are in place before we start counting
         self.proc = subprocess.Popen(["ip", "-n", ns, *(["-rcvbuf", str(rcvbuf)] if rcvbuf else []), "monitor",
-                                      *objects], stdout=subprocess.PIPE, text=True)
+                                      *objects], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        threading.Thread(target=self._errors, daemon=True).start()
         self.mark()  # the monitor is listening once it reports our first marker
 
     def _read(self) -> None:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
+
+    def _errors(self) -> None:
+        for line in self.proc.stderr:
+            if "No buffer space available" in line:
+                self.lost += 1
+            sys.stderr.write(line)
 
     def mark(self) -> None:
         """Add and delete a marker route and wait until the monitor shows both, so every event
@@ -51,6 +63,9 @@ class Monitor:
             try:
                 wait_for(lambda: sum(tag + " " in l for l in self.lines[start:]) >= 2, 2.0,
                          what="monitor marker")
+                if self.lost and self.strict:
+                    raise AssertionError(f"ip monitor lost events {self.lost} time(s): its receive buffer "
+                                         "overflowed (Monitor(rcvbuf=...), or smaller bursts)")
                 return
             except TimeoutError:
                 if time.monotonic() > deadline:
