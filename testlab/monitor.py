@@ -1,6 +1,9 @@
 """`ip monitor route` in a namespace, for counting route events (no flap on restart).
 
-DOC: a thread collects the monitor's lines. The recorder starts only once the namespace has
+DOC: ``ip monitor`` writes to an unlinked temporary file, never to a pipe: a pipe fills as soon as
+the test's own threads keep the reading thread from the interpreter for a moment, ``ip`` then
+stops reading its netlink socket and the kernel drops events (ENOBUFS: counted in `Monitor.lost`,
+and `mark` fails on them). A thread follows the file and collects the lines. The recorder starts only once the namespace has
 settled (IPv6 link-local addresses and their `local` routes in place: `netns.settle`), so the
 kernel's own late routes are not counted; `mark()` adds and deletes a marker route and waits until
 both are seen, so every event before it has been read. Used by the netns tests and the chaos
@@ -9,8 +12,10 @@ benchmark.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -32,16 +37,28 @@ class Monitor:
         self.strict = strict
         self._round = 0
         settle(ns)  # the kernel's own link-local routes are in place before we start counting
-        self.proc = subprocess.Popen(["ip", "-n", ns, *(["-rcvbuf", str(rcvbuf)] if rcvbuf else []), "monitor",
-                                      *objects], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        fd, path = tempfile.mkstemp(prefix="ip-monitor-")
+        self._file = open(path, "rb")  # (its own offset: the child appends through its own)
+        os.unlink(path)
+        with os.fdopen(fd, "wb") as out:
+            self.proc = subprocess.Popen(["ip", "-n", ns, *(["-rcvbuf", str(rcvbuf)] if rcvbuf else []),
+                                          "monitor", *objects], stdout=out, stderr=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
         threading.Thread(target=self._errors, daemon=True).start()
         self.mark()  # the monitor is listening once it reports our first marker
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+        rest = b""
+        while True:
+            data = self._file.read()
+            if data:
+                *full, rest = (rest + data).split(b"\n")
+                self.lines.extend(line.decode(errors="replace") for line in full)
+            elif self.proc.poll() is not None:
+                return
+            else:
+                time.sleep(0.002)  # (following a file: nothing to wait on)
 
     def _errors(self) -> None:
         for line in self.proc.stderr:
@@ -78,3 +95,5 @@ class Monitor:
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(5)
+        self.thread.join(5)
+        self._file.close()
