@@ -3,11 +3,11 @@
 DOC: ``ip monitor`` writes to an unlinked temporary file, never to a pipe: a pipe fills as soon as
 the test's own threads keep the reading thread from the interpreter for a moment, ``ip`` then
 stops reading its netlink socket and the kernel drops events (ENOBUFS: counted in `Monitor.lost`,
-and `mark` fails on them). A thread follows the file and collects the lines. The recorder starts only once the namespace has
-settled (IPv6 link-local addresses and their `local` routes in place: `netns.settle`), so the
-kernel's own late routes are not counted; `mark()` adds and deletes a marker route and waits until
-both are seen, so every event before it has been read. Used by the netns tests and the chaos
-benchmark.
+and `mark` fails on them). A thread follows the file and collects the lines. The recorder starts
+only once the namespace has settled (IPv6 link-local addresses and their `local` routes in place:
+`netns.settle`), so the kernel's own late routes are not counted; `mark()` adds and deletes a
+marker route and waits until both are seen, so every event before it has been read. Used by the
+netns tests and the chaos benchmark.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from ..policy.engine import compile_policies
 from ..sources.bgp import BgpOutput, BgpPeerSettings, BgpSource
 from ..export.desired import ExportPeer, desired_for_peer
 from ..export.reconciler import ExportReconciler
-from ..core.bgp import (AnnouncedRuns, AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, RouteUpdate,
+from ..core.bgp import (AnnounceEor, Open, PeerState, PeerStatus, RequestRouteRefresh, RouteUpdate,
                         SpeakerRestarted, Teardown, UpdateError)
 from ..core.bgp_speaker import CommandAck, CommandsDropped
 from ..speaker.process import Speaker
@@ -267,7 +267,7 @@ class BgpRuntime(BgpViews, MaxPrefixHoldDown):
 
     def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
         if ev.__class__ is RouteUpdate:  # the hot path; `out`: the output of UPDATEs before it
-            self.updates += ev.announced.messages if ev.announced.__class__ is AnnouncedRuns else 1
+            self.updates += ev.messages
             done = len(out.commands) if out is not None else 0
             out = self.source.handle(ev, now, out)
             return self._teardowns(out, now, done) if len(out.commands) > done else out

@@ -64,8 +64,6 @@ def receive_one(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, ne
     return _OK, verdict
 
 
-
-
 def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tuple], out: list[Update],
                  stale: set | None) -> list[MaxPrefixDecision]:
     """`receive_batch(peer, prefixes, next_hop, attrs, out, stale)` for each run
