@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import errno
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agent.core.model import KernelRoute, NextHop, Prefix, RouteType, intern, nexthops
 from agent.daemon.writer import kind_counts
+from agent.fib.codec import iter_messages
 from agent.fib.encoder import Encoder
 from agent.fib.nhg import NhLayer
 from agent.fib.reconciler import FibState
@@ -57,8 +61,43 @@ def test_the_encoder_packs_a_run_as_it_packs_its_ops():
                 setattr(fresh, name, getattr(run, name))
             fresh._items = None
             got = enc.encode_batch(fresh[start:stop], 100)
-            assert got == enc.encode_batch(ops[start:stop], 100), (type(run).__name__, start, stop)
+            want = enc.encode_batch(ops[start:stop], 100)  # (a list: one message each)
+            assert b"".join(got) == b"".join(want), (type(run).__name__, start, stop)
+            assert got[-1:] == want[-1:]  # the last message on its own (the writer sets its ACK flag)
             assert fresh._items is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 33)), min_size=1, max_size=80),
+       st.integers(0, 3), st.sampled_from([1, 0xFFF0, 0xFFFF, 0x1FFE0, 0x7FFFFF00]), st.booleans())
+def test_packed_columns_are_the_messages_of_the_ops(stretches, mode, first, groups):
+    """Runs of stretches of IPv4 / IPv6 prefixes (some /0), one route or group for all or each
+    stretch its own, sequence numbers across a wrap of their low half (`nlsock.Seq.take` stays
+    below 2**31): the encoder's blocks are
+    exactly `encode`'s messages of the run's ops, the last one on its own."""
+    pool4 = [P(f"10.{i}.{j}.0/24") for i in range(3) for j in range(40)] + [P("0.0.0.0/0"), P("10.7.0.0/16")]
+    pool6 = [P(f"2001:db8:{i:x}::/48") for i in range(40)] + [P("::/0"), P("2001:db8::1/128")]
+    routes4, routes6 = (R1, R2, route("10.0.0.3")), (R6, route("fd00::2"), route("fd00::3", 30))
+    prefixes, routes, gids = [], [], []
+    for k, (fam, which, count) in enumerate(stretches):
+        v6 = fam == 2 or (fam == 1 and k % 2)
+        pool = pool6 if v6 else pool4
+        for i in range(count + 1):
+            prefixes.append(pool[(k * 7 + i * (mode + 1)) % (len(pool) - (0 if mode == 3 else 2))])
+            routes.append((routes6 if v6 else routes4)[which if mode else 0])
+            gids.append(100 + which + (3 if v6 else 0) if mode else 100 + (3 if v6 else 0))
+    enc = Encoder(FibSettings(), {"eth0": 2})
+    one_route = len(set(map(id, routes))) == 1
+    run = AddRun(prefixes, routes[0] if one_route else None, None if one_route else routes)
+    kops = NhAddRun([], run, gids[0] if len(set(gids)) == 1 else None, None if len(set(gids)) == 1 else gids) \
+        if groups else run
+    for start, stop in ((0, len(kops)), (1, len(kops)), (0, len(kops) // 2 + 1)):
+        got = enc.encode_batch(OpsSlice(kops, start, stop), first)
+        ops = list(kops)[start:stop]
+        if not ops:
+            continue
+        assert b"".join(got) == b"".join(enc.encode(op, first + i) for i, op in enumerate(ops))
+        assert got[-1] == enc.encode(ops[-1], first + len(ops) - 1)
 
 
 def test_the_ack_flag_set_on_a_message_is_the_encoders():
@@ -95,8 +134,9 @@ def test_a_table_goes_through_the_lanes_without_one_op_built():
     fib, nhg, ops, kops = planned(table)
     assert isinstance(ops, AddRun) and isinstance(kops, NhAddRun)
     enc = Encoder(FibSettings(), {"eth0": 2})
-    msgs = [m for i in range(0, len(kops), 1024) for m in enc.encode_batch(kops[i:i + 1024], 1 + i)]
-    assert len(msgs) == len(kops) == len(table) + 2  # (a single and a group first)
+    msgs = b"".join(m for i in range(0, len(kops), 1024) for m in enc.encode_batch(kops[i:i + 1024], 1 + i))
+    assert [seq for _t, _f, seq, _o, _e in iter_messages(msgs)] == list(range(1, len(kops) + 1))
+    assert len(kops) == len(table) + 2  # (a single and a group first)
     fib.done(ops, nhg.done(kops, []))
     assert ops._items is None and kops._items is None
     gid = nhg.via[table[0]][0]
@@ -133,7 +173,8 @@ def test_the_writer_encodes_at_most_AHEAD_batches_ahead_of_the_kernel(monkeypatc
 
     def send_batch(first, ops, index, msgs, failures, injected=False):
         gate.acquire()  # the kernel is slow: one batch per release
-        sent.append(len(msgs))
+        sent.append(len(ops))
+        assert len(list(iter_messages(b"".join(msgs)))) == len(ops)
 
     monkeypatch.setattr(w, "_send_batch", send_batch)
     run = AddRun([P(f"10.4.{i // 256}.{i % 256}/32") for i in range(16 * 12)], R1, None)
@@ -174,6 +215,6 @@ def test_a_batch_is_one_send_that_fits_the_sockets_buffers():
             run = NhAddRun([], AddRun([P(f"fd00:{i >> 16:x}:{i & 0xffff:x}::/64") for i in range(w.batch)], R6, None),
                            7, None)
             msgs = w.encoder.encode_batch(OpsSlice(run, 0, w.batch), 1)
-            assert len(msgs) == w.batch and sum(map(len, msgs)) < w.batch_bytes
+            assert len(list(iter_messages(b"".join(msgs)))) == w.batch and sum(map(len, msgs)) < w.batch_bytes
         finally:
             w.close()
