@@ -123,7 +123,10 @@ def test_410_relists_and_emits_only_real_changes(server, api, run):
     assert sorted(default_key(o) for o in batch.upserts) == ["default/change", "kube-system/new"]
     assert batch.deletes == ("default/drop",)
     assert sink.names() == ["default/change", "default/keep", "kube-system/new"]
-    assert r.restarts >= 1
+    # watching again from the relist (whether the disconnect surfaced as an error, `restarts`, or
+    # urllib3 retried the watch request by itself, which a loaded machine's timing makes likely)
+    server.put(service("later", "default", ["10.96.0.4"]))
+    poll(lambda: "default/later" in sink.names())
 
 
 def test_410_without_changes_is_an_empty_synced_batch(server, api, run):

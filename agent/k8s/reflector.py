@@ -168,9 +168,9 @@ class Reflector:
             except _Stalled as e:
                 if self._stop.is_set():
                     break
-                self.stalls += 1
                 self.connected = False
                 self.last_error = str(e)
+                self.stalls += 1  # (last: a reader that sees the count sees the state it goes with)
                 log.warning("%s: %s; relisting", self.name, e)
                 self._rv = None
             except _NotFound:
@@ -190,10 +190,10 @@ class Reflector:
             except Exception as e:  # noqa: BLE001 - any failure of the API or the connection
                 if self._stop.is_set():
                     break
-                self.errors += 1
                 self._failures += 1
                 self.connected = False
                 self.last_error = f"{type(e).__name__}: {_short(e)}"
+                self.errors += 1  # (after the state it counts, as `stalls`)
                 base, cap = self.backoff
                 delay = min(cap, base * 2 ** (self._failures - 1)) * random.uniform(0.5, 1.0)
                 log.warning("%s: %s; retrying in %.2fs (%s)", self.name, self.last_error, delay,
