@@ -13,6 +13,9 @@ ifindexes through the `index_of` mapping given to the encoder (the LinkIndex's l
 `invalidate()` when links change. A name that is not in the mapping raises `UnknownDevice`.
 A route through a nexthop object (`NhRouteOp`) is cached the same way, per route, family,
 operation and nexthop id (its bytes are `nhcodec.encode_nh_route`'s, which the tests compare).
+A run of new routes (`runops.AddRun` / `NhAddRun`, a table being learned) is packed by column
+instead (`_packed_run`): that message repeated, and its sequence number, prefix length and
+destination written by extended-slice assignments, with no Python step per route.
 
 * ADD: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_EXCL.  REPLACE: RTM_NEWROUTE, NLM_F_CREATE|NLM_F_REPLACE.
 * DELETE: RTM_DELROUTE carrying only dst, table, protocol and metric (type unspec, scope
