@@ -21,7 +21,10 @@ It counts notifications, not distinct routes (a route replaced twice counts twic
 is confirmed by a netlink dump of both families counting only `proto` routes in table main; if the
 dump shows fewer, the watcher goes on polling dumps (method "netlink dump"). The watcher runs at
 nice 19: on a small machine the receiver saturates the CPUs and must not lose them to the
-measurement; when it goes idle at the end, the watcher gets a CPU at once.
+measurement; when it goes idle at the end, the watcher gets a CPU at once. A test of the watcher
+itself, where nothing is measured but other work may saturate the CPUs, passes ``nice=0``; and
+`result()` returns as soon as the result line is read (a niced watcher's exit may wait seconds
+for a CPU; `close()` ends it).
 """
 
 from __future__ import annotations
@@ -151,10 +154,10 @@ class NotificationCounter:
         self.sock.close()
 
 
-def watch_routes(n: int, proto: int, timeout: float) -> int:
+def watch_routes(n: int, proto: int, timeout: float, nice: int = 19) -> int:
     """Runs inside the receiving namespace: print "ready" once the baseline is taken, then one
     JSON line when `n` routes of `proto` are in table main (or the deadline passed)."""
-    os.nice(19)  # on a saturated machine the watcher must not take CPU from the receiver
+    os.nice(nice)  # on a saturated machine the watcher must not take CPU from the receiver
     counter = NotificationCounter(proto)  # first, so that no route is missed
     base = len(_nl_dump(proto))
     print("ready", flush=True)
@@ -195,17 +198,17 @@ def watch_routes(n: int, proto: int, timeout: float) -> int:
 class Watcher:
     """The watcher process inside `ns` (started and baselined when the constructor returns)."""
 
-    def __init__(self, ns: str, n: int, proto: int, timeout: float) -> None:
+    def __init__(self, ns: str, n: int, proto: int, timeout: float, nice: int = 19) -> None:
         self.proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-S", THIS, str(n), str(proto),
-                                      str(timeout)], stdout=subprocess.PIPE, text=True)
+                                      str(timeout), str(nice)], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"route watcher did not start: {line!r}")
 
     def result(self) -> dict:
         line = self.proc.stdout.readline()
-        self.proc.wait(30)
         if not line:
+            self.proc.wait(30)
             raise RuntimeError(f"route watcher exited with {self.proc.returncode} without a result")
         return json.loads(line)
 
@@ -216,4 +219,5 @@ class Watcher:
 
 
 if __name__ == "__main__":
-    sys.exit(watch_routes(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])))
+    sys.exit(watch_routes(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]),
+                          int(sys.argv[4]) if len(sys.argv) > 4 else 19))
