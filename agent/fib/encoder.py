@@ -67,6 +67,7 @@ from .codec import (
     RT_SCOPE_NOWHERE,
     RT_SCOPE_UNIVERSE,
     RT_TABLE_UNSPEC,
+    U32,
     _ADDR_LEN,
     _ATTR_U32,
     _HDR,
@@ -79,10 +80,10 @@ from .types import FibSettings, NhRouteOp, Op, OpKind, new_nh_route_op, new_op
 ADD = OpKind.ADD
 # `_packed_run`'s columns: the sequence number is a native u32 at offset 8 of the netlink header
 _LITTLE = sys.byteorder == "little"
-_SEQ = struct.Struct("=I")
 _SEQ_LOW_AT = 8 if _LITTLE else 10  # its low half
 _SEQ_LOWS = array("H", range(0x10000)).tobytes()  # every low half, in order
 assert array("I").itemsize == 4 and array("Q").itemsize == 8 and array("H").itemsize == 2
+
 
 class UnknownDevice(LookupError):
     """A next hop names a device that the link index does not know (reported as ENODEV)."""
@@ -262,12 +263,11 @@ class Encoder:
 
     def _packed_run(self, prefixes: list, route: KernelRoute, nhid: int, seq: int) -> tuple[bytes, int] | None:
         """The ADD messages of `prefixes` (one family) through `route` (and nexthop object `nhid`,
-        0: none) with sequence numbers `seq`, `seq` + 1, ...: exactly `encode`'s; None if one
-        is a /0. The cached message of the route is repeated and the fields that differ are
-        written as columns, by extended-slice assignments (in C, no Python step per prefix); with
-        the size of one message. The columns:
-        the prefix length and the destination, from the prefixes as octets (IPv4: one array of
-        unsigned 64-bit words), and the sequence number's low half (its high half is the
+        0: none) with sequence numbers `seq`, `seq` + 1, ...: exactly `encode`'s, and the size of
+        one; None if one is a /0. The cached message of the route is repeated and the fields that
+        differ are written as columns, by extended-slice assignments (in C, no Python step per
+        prefix): the prefix length and the destination, from the prefixes as octets (IPv4: one
+        array of unsigned 64-bit words), and the sequence number's low half (its high half is the
         repeated message's, unless the low half wraps within the run)."""
         v6 = prefixes[0] >= _V6_FLAG
         if v6:
@@ -291,7 +291,7 @@ class Encoder:
         n = len(prefixes)
         low = seq & 0xFFFF
         wraps = low + n > 0x10000
-        buf = bytearray(pre + _SEQ.pack(0 if wraps else seq - low) + mid + b"\0" + rest + bytes(alen) + tail) * n
+        buf = bytearray(pre + U32.pack(0 if wraps else seq - low) + mid + b"\0" + rest + bytes(alen) + tail) * n
         if wraps:
             seqs = array("I", range(seq, seq + n)).tobytes()
             for k in range(4):
