@@ -51,11 +51,12 @@ class Monitor:
     def _read(self) -> None:
         rest = b""
         while True:
+            exited = self.proc.poll() is not None  # (before the read: what it wrote last is read)
             data = self._file.read()
             if data:
                 *full, rest = (rest + data).split(b"\n")
                 self.lines.extend(line.decode(errors="replace") for line in full)
-            elif self.proc.poll() is not None:
+            elif exited:
                 return
             else:
                 time.sleep(0.002)  # (following a file: nothing to wait on)
