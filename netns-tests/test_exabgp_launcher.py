@@ -28,6 +28,7 @@ import time
 import pytest
 
 from agent.config.bgp import BgpPeer, BgpSpeakerSpec
+from agent.core.model import as_prefix
 from testlab.bird import Bird, base_config, bgp_protocol
 from testlab.exalab import LauncherExabgp, is_state
 from testlab.netns import in_netns, ip, namespace, wait_for
@@ -134,7 +135,7 @@ def routes(json_lines) -> set:
     for line in json_lines:
         for ev in decoder.decode(line.encode()):
             if isinstance(ev, RouteUpdate):
-                out |= {(ev.peer, ev.family.value, str(a.prefix), a.next_hop, a.attrs) for a in ev.announced}
+                out |= {(ev.peer, ev.family.value, str(as_prefix(a.prefix)), a.next_hop, a.attrs) for a in ev.announced}
     return out
 
 

@@ -30,6 +30,7 @@ from agent.core.bgp import (
     Teardown,
     WithdrawRoute,
 )
+from agent.core.model import as_prefix
 from agent.speaker.process import Speaker
 from testlab.bird import Bird, base_config, bgp_protocol
 
@@ -95,7 +96,7 @@ class Lab:
         for ev in self.events:
             if isinstance(ev, RouteUpdate) and ev.peer == peer and ev.family is family:
                 table.difference_update(str(p) for p in ev.withdrawn)
-                table.update(str(a.prefix) for a in ev.announced)
+                table.update(str(as_prefix(a.prefix)) for a in ev.announced)
             elif isinstance(ev, SpeakerRestarted):
                 table.clear()
         return table
@@ -162,8 +163,8 @@ async def test_routes_v4_v6_eor_withdraw_and_down(lab):
     assert lab.prefixes("10.99.0.1", Family.IPV4_UNICAST) == set(V4)
     assert lab.prefixes("fd99::1", Family.IPV6_UNICAST) == set(V6)
     upd = next(e for e in lab.events if isinstance(e, RouteUpdate)
-               and any(str(a.prefix) == "192.0.2.0/24" for a in e.announced))
-    (a,) = [a for a in upd.announced if str(a.prefix) == "192.0.2.0/24"]
+               and any(str(as_prefix(a.prefix)) == "192.0.2.0/24" for a in e.announced))
+    (a,) = [a for a in upd.announced if str(as_prefix(a.prefix)) == "192.0.2.0/24"]
     assert (a.next_hop, a.attrs.as_path, a.attrs.med) == ("10.99.0.1", (65000,), 50)
     assert (a.attrs.communities, a.attrs.large_communities) == (("65000:100",), ("65000:1:2",))
     v6 = next(e for e in lab.events if isinstance(e, RouteUpdate) and e.family is Family.IPV6_UNICAST)

@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..core.model import Prefix
+from ..core.model import Prefix, as_prefix
 from . import views
 from .metrics import Metrics
 from .readview import ReadView
@@ -86,7 +86,7 @@ async def rib_page(view: ReadView, after: Prefix | None, limit: int) -> dict:
             chunk = [p for p in chunk if p > after]
         best = heapq.nsmallest(limit + 1, itertools.chain(best, chunk))
     page = best[:limit]
-    return {"routes": view.rib_rows(page), "next": str(page[-1]) if len(best) > limit else None}
+    return {"routes": view.rib_rows(page), "next": str(as_prefix(page[-1])) if len(best) > limit else None}
 
 
 def _page_args(query: dict[str, list[str]]) -> tuple[Prefix | None, int]:

@@ -7,11 +7,13 @@ daemon's read view calls these, so the API, `explain` and the node status share 
 
 from __future__ import annotations
 
+from ..core.model import as_prefix
+
 
 def rib_row(prefix, decision, installed: bool) -> dict:
     """One row of `show rib`: the decision for `prefix` and whether its winner is in the kernel."""
     return {
-        "prefix": str(prefix),
+        "prefix": str(as_prefix(prefix)),
         "reason": decision.reason.value,
         "installed": installed,
         "note": decision.note,
@@ -30,11 +32,11 @@ def fib(settings, f) -> dict:
         "table": settings.table,
         "protocol": settings.protocol,
         "gate_open": f.gate_open,
-        "routes": [{"prefix": str(p), "route": str(r), "stale": p in f.stale}
+        "routes": [{"prefix": str(as_prefix(p)), "route": str(r), "stale": p in f.stale}
                    for p, r in sorted(f.actual.items())],
-        "pending": [{"prefix": str(p), "route": str(r) if r else "delete"}
+        "pending": [{"prefix": str(as_prefix(p)), "route": str(r) if r else "delete"}
                     for p, r in sorted(f.pending.items())],
-        "failed": [{"prefix": str(p), "op": e.op.kind.value, "error": e.message}
+        "failed": [{"prefix": str(as_prefix(p)), "op": e.op.kind.value, "error": e.message}
                    for p, e in sorted(f.failed.items())],
     }
 

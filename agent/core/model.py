@@ -5,7 +5,12 @@ DOC: the RIB holds up to millions of routes, so the types are built for memory f
 * `Prefix` is an `int` subclass with no instance dict: the address, the prefix length and the
   family are packed into one integer (`addr << 8 | len`, bit 136 set for IPv6). One small int is
   the whole key; it hashes fast, sorts IPv4 before IPv6 and then by address, and prints as
-  ``10.0.0.0/24``.
+  ``10.0.0.0/24``. A `Prefix` equals and hashes as its int, so the prefixes of a received table
+  stay **plain ints** (the relay's rebuild, `agent.speaker.wire_records`: 16 octets less per
+  route than an object of a subclass, which the cyclic collector also tracks): every table may
+  hold both. Code works on them with integer operations (`prefix_family`, ``& 0xFF`` for the
+  length, a `Prefix` method takes either as its argument) and calls `as_prefix` before it reads
+  a property of one or prints it (the views, the log lines; tests/test_plain_prefixes.py).
 * Everything else is a frozen, slotted dataclass, except the two built per received route,
   `BgpAttrs` and `Candidate`: named tuples (several times cheaper to build). Values that many routes share (origins, next-hop
   tuples, BGP attribute sets, whole candidates) are interned with `intern()` so a million routes
@@ -29,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-_V6_FLAG = 1 << 136
+V6_FLAG = _V6_FLAG = 1 << 136  # a packed prefix's IPv6 bit (`Prefix`)
 _V4 = struct.Struct("!I").unpack
 _pton = socket.inet_pton
 _AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
@@ -98,9 +103,13 @@ class Prefix(int):
         shift = self.bits - self.length
         return (address >> shift) == (self.address >> shift)
 
-    def covers(self, other: "Prefix") -> bool:
-        """True when `other` is this prefix or lies inside it."""
-        return self.length <= other.length and self.contains_address(other.family, other.address)
+    def covers(self, other: int) -> bool:
+        """True when `other` (a `Prefix` or its plain int) is this prefix or lies inside it."""
+        length = self & 0xFF
+        if length > other & 0xFF or (self ^ other) & _V6_FLAG:
+            return False
+        shift = (128 if self & _V6_FLAG else 32) - length + 8
+        return (self >> shift) == (other >> shift)
 
     def __str__(self) -> str:
         return str(self.network)
@@ -110,6 +119,18 @@ class Prefix(int):
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
+
+
+def as_prefix(value: int) -> Prefix:
+    """`value` as a `Prefix`: the prefixes of a received table travel and are kept as plain ints
+    (the relay's rebuild, `agent.speaker.wire_records`: no object of a subclass per route), so
+    code that takes a prefix out of a table calls this before a property or printing."""
+    return value if value.__class__ is Prefix else _int_new(Prefix, value)
+
+
+def prefix_family(value: int) -> int:
+    """4 or 6, for a `Prefix` or its plain int."""
+    return 6 if value & _V6_FLAG else 4
 
 
 def parse_address(text: str) -> tuple[int, int]:

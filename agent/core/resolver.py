@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from .model import NextHop, Prefix, nexthops, parse_address
+from .model import V6_FLAG, NextHop, Prefix, nexthops, parse_address
 
 
 MAX_DEPTH = 3  # recursive resolution through at most this many routes
@@ -112,8 +112,8 @@ class Resolver:
 
     def affects(self, prefix: Prefix) -> bool:
         """True when `prefix` covers a gateway that was resolved recursively."""
-        watched = self._watch.get((prefix.family, prefix.length))
-        return watched is not None and prefix.address in watched
+        watched = self._watch.get((6 if prefix & V6_FLAG else 4, prefix & 0xFF))
+        return watched is not None and (prefix & (V6_FLAG - 1)) >> 8 in watched
 
     @property
     def watching(self) -> bool:

@@ -19,7 +19,7 @@ question behind "why does this address go there".
 from __future__ import annotations
 
 from ..api import views
-from ..core.model import Prefix
+from ..core.model import Prefix, as_prefix
 
 
 def fib_state(fib, prefix: Prefix, note: str | None) -> str:
@@ -52,6 +52,7 @@ def explain(routing, prefix: Prefix, exact: bool = True) -> dict:
 
 
 def _explain(routing, prefix: Prefix) -> dict:
+    prefix = as_prefix(prefix)
     d = routing.rib.decide(prefix)
     installed = routing.fib.actual.get(prefix)
     bgp = routing.bgp

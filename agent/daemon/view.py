@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from ..api import views
 from ..api.readview import BfdCounts, BgpCounts, FibCounts, K8sCounts, ReflectorCounts
-from ..core.model import Origin, Prefix
+from ..core.model import V6_FLAG, Origin, Prefix, prefix_family
 from . import explain as explain_mod
 
 INSTALLED_CACHE_SECONDS = 10.0
@@ -81,7 +81,7 @@ class AgentView:
 
     def fib_counts(self) -> FibCounts:
         f = self.routing.fib
-        v6 = sum(1 for p in f.actual if p.family == 6)
+        v6 = sum(1 for p in f.actual if p & V6_FLAG)
         return FibCounts(len(f.actual) - v6, v6, len(f.pending), len(f.failed), len(f.stale))
 
     def installed_by_peer(self) -> Mapping[tuple[str, int], int]:
@@ -99,7 +99,7 @@ class AgentView:
                 continue
             for w in rib.selection(prefix).winners:
                 if w.bgp is not None:
-                    counts[(w.origin.name, prefix.family)] += 1
+                    counts[(w.origin.name, prefix_family(prefix))] += 1
         self._installed = (time.monotonic(), now_key, counts)
         return counts
 
@@ -112,7 +112,7 @@ class AgentView:
         for addr in bgp.peers:
             h = stage.held(addr)
             desired = export.desired.get(addr, {})
-            v6 = sum(1 for p in desired if p.family == 6)
+            v6 = sum(1 for p in desired if p & V6_FLAG)
             for v in (4, 6):
                 held[(addr, v)] = h[v][0]
             advertised[(addr, 4)], advertised[(addr, 6)] = len(desired) - v6, v6

@@ -25,6 +25,7 @@ import logging
 import time
 from operator import itemgetter
 
+from ..core.model import as_prefix
 from ..fib.nhkeys import nh_deletes
 from ..fib.runops import kind_counts_of_run
 from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
@@ -203,4 +204,4 @@ def kind_counts(kops) -> dict[OpKind, int]:
 def _describe(op) -> str:
     if isinstance(op, NhOp):
         return f"nexthop id {op.id}"
-    return f"{op.prefix} {op.route}" + (f" nhid {op.nhid}" if isinstance(op, NhRouteOp) else "")
+    return f"{as_prefix(op.prefix)} {op.route}" + (f" nhid {op.nhid}" if isinstance(op, NhRouteOp) else "")

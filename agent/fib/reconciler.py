@@ -40,7 +40,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..core.model import KernelRoute, Prefix
+from ..core.model import V6_FLAG, KernelRoute, Prefix
 from . import bulk
 from .types import FibSettings, Op, OpError, OpKind, kernel_metric, new_op
 
@@ -132,7 +132,7 @@ class FibState:
             if route is not None:
                 if route.metric is None:
                     route = fill(route)
-                if route.metric == 0 and prefix.family == 6:  # as the kernel stores it
+                if route.metric == 0 and prefix & V6_FLAG:  # as the kernel stores it
                     route = route.with_metric(kernel_metric(6, 0))
                 if self.extra and prefix in self.extra and prefix not in inflight:
                     self._promote(prefix, route.metric)

@@ -57,7 +57,7 @@ from collections.abc import Iterable
 from itertools import repeat
 from operator import and_
 
-from ..core.model import Prefix, canonical_address
+from ..core.model import Prefix, as_prefix, canonical_address
 from ..policy.prefixes import PrefixIndex, V6_FLAG, host_prefix
 from ..policy.verdict import NO_MODS, Reason, Verdict
 
@@ -318,7 +318,7 @@ class Guard:
             elif reason is Reason.NEXT_HOP_IS_NODE or reason is Reason.BAD_NEXT_HOP:
                 text = f"next hop {what}"
             else:
-                text = str(what)
+                text = what if isinstance(what, str) else str(as_prefix(what))
             if len(self._verdicts) > 4096:
                 self._verdicts.clear()
             v = self._verdicts[key] = Verdict(False, text, reason, NO_MODS, GUARD)

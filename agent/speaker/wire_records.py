@@ -8,9 +8,11 @@ The relay's decoder is `RecordDecoder`: the same decoder, which makes the record
 UPDATE (IPv4 prefixes of one good attribute set) directly, without the events in between (~12 %
 of the relay's work per UPDATE of an Internet-like table); every other UPDATE goes through the
 events and `RecordWriter.records`, and tests/test_wire_records.py holds both to the same records.
-The agent (`agent.speaker.codec.Decoder`) turns DATA back into the very events
+The agent (`agent.speaker.codec.Decoder`) turns DATA back into the events
 `WireDecoder.decode` gave (`Rebuilder.events_of`), with a few C-level calls per UPDATE and no
-Python step per prefix. Why: decoding is about half of the agent's main-thread work for a table
+Python step per prefix: equal events, except that the prefixes of runs stay the plain ints
+marshal loads (a tuple per run as loaded; no `Prefix` object per route anywhere in the agent's
+tables, see `agent.core.model`). Why: decoding is about half of the agent's main-thread work for a table
 of distinct attribute sets (~35 µs per UPDATE of an Internet-like table), and on a 2-core
 machine the relay's process has a core to spare while the agent's core is busy.
 
@@ -221,7 +223,7 @@ class Rebuilder:
             if r[0] == 3:  # (`_shared` inline: two thirds of a table's UPDATEs are these)
                 _, ref, nh, value = r
                 attrs = attrs_of[ref] if ref.__class__ is int else self._new_attrs(ref)
-                runs.append(((_new_int(Prefix, value),), nh if nh is None else share(nh, nh), attrs, None))
+                runs.append(((value,), nh if nh is None else share(nh, nh), attrs, None))
             else:
                 runs += [self._run(*run) for run in r[2]]
         return _new_route_update(peer, _FAM[fam], AnnouncedRuns(tuple(runs), len(records)), (), None, None)
@@ -251,10 +253,11 @@ class Rebuilder:
         raise RecordError(f"unknown record kind {kind!r}")
 
     def _run(self, ref, nh: str | None, ll: str | None, prefixes: tuple) -> tuple:
-        """One run as `AnnouncedRuns` keeps it, ``(prefixes, next_hop, attrs, link_local)``: no
-        Python step per prefix (the BGP source takes the run as one batch)."""
+        """One run as `AnnouncedRuns` keeps it, ``(prefixes, next_hop, attrs, link_local)``: the
+        prefixes as loaded, plain ints, no step per prefix (the BGP source takes the run as one
+        batch)."""
         attrs, nh, ll = self._shared(ref, nh, ll)
-        return tuple(map(_new_int, repeat(Prefix), prefixes)), nh, attrs, ll
+        return prefixes, nh, attrs, ll
 
     def _shared(self, ref, nh: str | None, ll: str | None) -> tuple:
         """A run's attributes (by number, or written in full) and next hops, as the objects held."""
