@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 from .model import BgpOrigin, Prefix
@@ -84,6 +85,9 @@ class Announced(NamedTuple):
     link_local: str | None = None
 
 
+_PREFIXES = itemgetter(0)
+
+
 class AnnouncedRuns(Sequence):
     """`RouteUpdate.announced` kept as the runs it was decoded in: ``(prefixes, next_hop, attrs,
     link_local)`` each, the prefixes of a run sharing the rest. The relay's records arrive that
@@ -102,7 +106,7 @@ class AnnouncedRuns(Sequence):
                  messages: int = 1) -> None:
         self.runs = runs
         self.messages = messages
-        self._len = sum(len(r[0]) for r in runs)
+        self._len = sum(map(len, map(_PREFIXES, runs)))  # (no Python step per run)
         self._flat: tuple[Announced, ...] | None = None
 
     def _all(self) -> tuple[Announced, ...]:

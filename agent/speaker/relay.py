@@ -76,7 +76,7 @@ def _decoder():
 
     from agent.core.gctune import tune_gc
     from agent.speaker import wire_values
-    from agent.speaker.wire_records import RecordDecoder
+    from agent.speaker.wire_records import RecordDecoder, columns
 
     wire_values.SHARE_VALUES = False  # (the agent shares them when it rebuilds the events)
     tune_gc()
@@ -87,7 +87,7 @@ def _decoder():
     def flush(out: list, peer: bytes, recs: list, raw: list) -> None:
         if raw:
             try:
-                out.append(b"wire-events " + peer + b" " + b2a_base64(dumps(recs), newline=False))
+                out.append(b"wire-events " + peer + b" " + b2a_base64(dumps(columns(recs)), newline=False))
             except Exception:  # the agent decodes them (or says why it cannot)
                 decoder.reset()
                 out.extend(raw)

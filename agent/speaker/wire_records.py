@@ -27,10 +27,18 @@ Records (one tuple per event, a list per line):
   withdrawal, no path id), two thirds of an Internet-like table's UPDATEs: one flat tuple to
   dump, load and take apart instead of four nested ones.
 
-The successive records of a line that only announce, in one family (kind 3, and kind 2 without
-withdrawals or path ids), become one event (`AnnouncedRuns` with the runs of all of them), so the
-BGP source and the import stage are entered once for them instead of once per UPDATE (their
-processing, run by run, is the same); `Rebuilder.messages` is how many UPDATEs the line held.
+* ``(4, FAM, MESSAGES, NEW, NUMBERS, NEXT_HOPS, LINK_LOCALS, PREFIXES)``: the records of
+  MESSAGES successive UPDATEs of family FAM that only announce (kind 3, and kind 2 without
+  withdrawals or path ids), by column (`columns`, the relay's last step before the dump): the
+  runs' attribute set numbers, next hops, link-local next hops and prefix tuples, and NEW the
+  fields of the sets first written among them, in order. The rebuilder makes its runs with a few
+  C-level calls (`zip` and `map` over the columns) instead of a Python step per UPDATE.
+
+The successive records of a line that only announce, in one family (kind 3, kind 4, and kind 2
+without withdrawals or path ids), become one event (`AnnouncedRuns` with the runs of all of
+them), so the BGP source and the import stage are entered once for them instead of once per
+UPDATE (their processing, run by run, is the same); `Rebuilder.messages` is how many UPDATEs the
+line held.
 
 Attribute sets by number: the writer numbers every attribute set (`PathAttrs` object, which the
 decoder interns) the first time it writes it and then writes only the number; ATTRS is
@@ -87,6 +95,59 @@ class RecordError(ValueError):
 _attrs_of = itemgetter(2)
 _hops_of = itemgetter(1, 3)
 _prefix_of = itemgetter(0)
+
+
+def columns(records: list) -> list:
+    """`records` with every stretch of two or more successive records of one family that only
+    announce as one kind-4 record (see the module DOC); the other records as they are, in order.
+    Where a set's fields come again under a number the stretch used already (the writer's table
+    was full and it numbered from 0 again), a new kind-4 record begins, even inside an UPDATE's
+    runs (that record counts no UPDATE of its own): the rebuilder makes a record's new sets
+    before its runs."""
+    out: list = []
+    cur: list | None = None  # [family, UPDATEs, new, numbers, hops, link-locals, prefixes, seen, records]
+    for r in records:
+        kind = r[0]
+        f = 4 if kind == 3 else (r[1] if kind == 2 and r[2] and not r[3] and r[4] is None else 0)
+        if cur is not None and cur[0] != f:
+            out += _column(cur)
+            cur = None
+        if not f:
+            out.append(r)
+            continue
+        if cur is None:
+            cur = [f, 0, [], [], [], [], [], set(), []]
+        cur[1] += 1
+        cur[8].append(r)
+        for ref, nh, ll, pfx in _runs_of(r):
+            if ref.__class__ is int:
+                number = ref
+            else:
+                number = ref[0]
+                if number in cur[7]:
+                    out += _column(cur, split=True)
+                    cur = [f, 0, [], [], [], [], [], set(), []]
+                cur[2].append(ref)
+            cur[7].add(number)
+            cur[3].append(number)
+            cur[4].append(nh)
+            cur[5].append(ll)
+            cur[6].append(pfx)
+    if cur is not None:
+        out += _column(cur)
+    return out
+
+
+def _column(cur: list, split: bool = False) -> list:
+    """The kind-4 record of a stretch (`columns`), or its one record as it was."""
+    fam, count, new, numbers, hops, lls, prefixes, _seen, originals = cur
+    if count == 1 and len(originals) == 1 and not split and len(numbers) == len(_runs_of(originals[0])):
+        return originals
+    return [(4, fam, count, tuple(new), tuple(numbers), tuple(hops), tuple(lls), tuple(prefixes))]
+
+
+def _runs_of(r: tuple) -> tuple:
+    return ((r[1], r[2], None, (r[3],)),) if r[0] == 3 else r[2]
 
 
 class RecordWriter:
@@ -190,7 +251,7 @@ class Rebuilder:
         stage take it in one call. A lone one is the event of its UPDATE."""
         try:
             records = marshal.loads(data)
-            self.messages = len(records)
+            self.messages = len(records) + sum([r[2] - 1 for r in records if r[0] == 4])
             if len(records) == 1:
                 return (self._event(peer, records[0]),)
             out: list[Event] = []
@@ -198,7 +259,8 @@ class Rebuilder:
             fam = 0
             for r in records:
                 kind = r[0]
-                f = 4 if kind == 3 else (r[1] if kind == 2 and r[2] and not r[3] and r[4] is None else 0)
+                f = 4 if kind == 3 else (r[1] if (kind == 2 and r[2] and not r[3] and r[4] is None) or kind == 4
+                                         else 0)
                 if f != fam and held:
                     out.append(self._event(peer, held[0]) if len(held) == 1 else self._merged(peer, fam, held))
                     held = []
@@ -218,18 +280,28 @@ class Rebuilder:
     def _merged(self, peer: str, fam: int, records: list) -> RouteUpdate:
         """One event of the runs of `records` (see `events_of`)."""
         runs: list = []
+        messages = len(records)
         attrs_of, share = self._attrs, self._values.setdefault
         for r in records:
-            if r[0] == 3:  # (`_shared` inline: two thirds of a table's UPDATEs are these)
+            kind = r[0]
+            if kind == 4:  # by column: no Python step per run
+                _, _fam, count, new, numbers, hops, lls, prefixes = r
+                messages += count - 1
+                for fields in new:
+                    self._new_attrs(fields)
+                runs += zip(prefixes, map(share, hops, hops), map(attrs_of.__getitem__, numbers), map(share, lls, lls))
+            elif kind == 3:
                 _, ref, nh, value = r
                 attrs = attrs_of[ref] if ref.__class__ is int else self._new_attrs(ref)
                 runs.append(((value,), nh if nh is None else share(nh, nh), attrs, None))
             else:
                 runs += [self._run(*run) for run in r[2]]
-        return _new_route_update(peer, _FAM[fam], AnnouncedRuns(tuple(runs), len(records)), (), None, None)
+        return _new_route_update(peer, _FAM[fam], AnnouncedRuns(tuple(runs), messages), (), None, None)
 
     def _event(self, peer: str, r: tuple) -> Event:
         kind = r[0]
+        if kind == 4:
+            return self._merged(peer, r[1], [r])
         if kind == 3:
             _, ref, nh, value = r
             attrs, nh, _ = self._shared(ref, nh, None)
