@@ -5,12 +5,10 @@ DOC: the RIB holds up to millions of routes, so the types are built for memory f
 * `Prefix` is an `int` subclass with no instance dict: the address, the prefix length and the
   family are packed into one integer (`addr << 8 | len`, bit 136 set for IPv6). One small int is
   the whole key; it hashes fast, sorts IPv4 before IPv6 and then by address, and prints as
-  ``10.0.0.0/24``. A `Prefix` equals and hashes as its int, so the prefixes of a received table
-  stay **plain ints** (the relay's rebuild, `agent.speaker.wire_records`: 16 octets less per
-  route than an object of a subclass, which the cyclic collector also tracks): every table may
-  hold both. Code works on them with integer operations (`prefix_family`, ``& 0xFF`` for the
-  length, a `Prefix` method takes either as its argument) and calls `as_prefix` before it reads
-  a property of one or prints it (the views, the log lines; tests/test_plain_prefixes.py).
+  ``10.0.0.0/24``. It equals and hashes as its int, so received prefixes stay **plain ints**
+  (`agent.speaker.wire_records`: 16 octets less per route, and nothing for the cyclic collector
+  to track) and every table may hold both: code uses integer operations on them and calls
+  `as_prefix` before a property or printing (views, log lines; tests/test_plain_prefixes.py).
 * Everything else is a frozen, slotted dataclass, except the two built per received route,
   `BgpAttrs` and `Candidate`: named tuples (several times cheaper to build). Values that many routes share (origins, next-hop
   tuples, BGP attribute sets, whole candidates) are interned with `intern()` so a million routes
@@ -122,9 +120,7 @@ class Prefix(int):
 
 
 def as_prefix(value: int) -> Prefix:
-    """`value` as a `Prefix`: the prefixes of a received table travel and are kept as plain ints
-    (the relay's rebuild, `agent.speaker.wire_records`: no object of a subclass per route), so
-    code that takes a prefix out of a table calls this before a property or printing."""
+    """`value` (a `Prefix` or the plain int of a received one, see the module DOC) as a `Prefix`."""
     return value if value.__class__ is Prefix else _int_new(Prefix, value)
 
 

@@ -37,6 +37,7 @@ from .ribruns import apply_run
 from .ribviews import RibViews
 
 Entry = Candidate | tuple[Candidate, ...]
+_UNICAST = RouteType.UNICAST  # (an enum member's lookup on its class costs ~60 ns in 3.11: once per set here)
 
 
 def _through_itself(vias: tuple[Prefix, ...], prefix: Prefix) -> bool:
@@ -295,7 +296,7 @@ class Rib(RibViews):
             return None, True  # (not remembered: the caches are shared by next hops)
         generation = self.resolver.generation
         hops = c.nexthops
-        plain = c.distance < NEVER_INSTALL and c.type is RouteType.UNICAST and not c.origin.kind.foreign
+        plain = c.distance < NEVER_INSTALL and c.type is _UNICAST and not c.origin.kind.foreign
         hit = self._hops_cache.get(id(hops)) if plain else None
         if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
             route, recursive = hit[3], False  # remembered for `c` below: its next prefix costs no call
@@ -315,7 +316,7 @@ class Rib(RibViews):
     def _single(self, c: Candidate, prefix: Prefix) -> tuple[KernelRoute | None, bool]:
         if c.distance >= NEVER_INSTALL or c.origin.kind.foreign:
             return None, False
-        if c.type is not RouteType.UNICAST:
+        if c.type is not _UNICAST:
             return self._kernel_route((c,), prefix), False
         hit = self.resolver.resolve(c.nexthops)
         if hit[3] and _through_itself(hit[3], prefix):
