@@ -25,7 +25,7 @@ from agent.core.model import Prefix
 from agent.speaker import relay
 from agent.speaker.codec import CodecError, Decoder
 from agent.speaker.wire import CAP_ASN4, WireDecoder
-from agent.speaker.wire_records import ATTRS_SIZE, Rebuilder, RecordDecoder, RecordError, RecordWriter
+from agent.speaker.wire_records import ATTRS_SIZE, Rebuilder, RecordDecoder, RecordError, RecordWriter, columns
 from testlab import bgpwire as w
 from tests import test_wire_exabgp as cases
 
@@ -386,7 +386,7 @@ def test_records_by_column_give_the_same_events(bodies, table_size):
     with mock.patch.object(wire_records, "ATTRS_SIZE", table_size):
         dec = RecordDecoder()
         records = [r for body, caps in bodies for r in dec.records_of(caps, body)]
-    by_column = wire_records.columns(records)
+    by_column = columns(records)
     plain, mine = Rebuilder(), Rebuilder()
     theirs = plain.events_of(PEER, marshal.dumps(records))
     got = mine.events_of(PEER, marshal.dumps(by_column))
@@ -406,7 +406,6 @@ def test_a_table_line_is_a_few_column_records():
     bodies = [_simple_v4(i % 3, i % 2, i, 1 + i % 2) for i in range(6)] + [v6, v6] + [_simple_v4(7, 0, 9, 1)] * 2
     dec = RecordDecoder()
     records = [r for body in bodies for r in dec.records_of(CAP_ASN4, body)]
-    from agent.speaker.wire_records import columns
     out = columns(records)
     assert [(r[0], r[1], r[2]) for r in out] == [(4, 4, 6), (4, 6, 2), (4, 4, 2)]
     (a, b, c) = Rebuilder().events_of(PEER, marshal.dumps(out))

@@ -107,8 +107,7 @@ def columns(records: list) -> list:
     out: list = []
     cur: list | None = None  # [family, UPDATEs, new, numbers, hops, link-locals, prefixes, seen, records]
     for r in records:
-        kind = r[0]
-        f = 4 if kind == 3 else (r[1] if kind == 2 and r[2] and not r[3] and r[4] is None else 0)
+        f = _announcing(r)
         if cur is not None and cur[0] != f:
             out += _column(cur)
             cur = None
@@ -139,7 +138,9 @@ def columns(records: list) -> list:
 
 
 def _column(cur: list, split: bool = False) -> list:
-    """The kind-4 record of a stretch (`columns`), or its one record as it was."""
+    """The kind-4 record of a stretch (`columns`), or its one record as it was when the stretch
+    is exactly that record with all its runs (not cut by a number written again: `split`, where
+    the record counted is the one being cut, whose runs are not all in the stretch yet)."""
     fam, count, new, numbers, hops, lls, prefixes, _seen, originals = cur
     if count == 1 and len(originals) == 1 and not split and len(numbers) == len(_runs_of(originals[0])):
         return originals
@@ -148,6 +149,13 @@ def _column(cur: list, split: bool = False) -> list:
 
 def _runs_of(r: tuple) -> tuple:
     return ((r[1], r[2], None, (r[3],)),) if r[0] == 3 else r[2]
+
+
+def _announcing(r: tuple) -> int:
+    """The family of a kind-3 or kind-2 record that only announces (no withdrawals, no path
+    ids), else 0."""
+    kind = r[0]
+    return 4 if kind == 3 else (r[1] if kind == 2 and r[2] and not r[3] and r[4] is None else 0)
 
 
 class RecordWriter:
@@ -246,7 +254,7 @@ class Rebuilder:
 
     def events_of(self, peer: str, data: bytes) -> tuple[Event, ...]:
         """The events of one line's records. Successive records of UPDATEs of one family that
-        only announce (kind 3, and kind 2 with runs and no withdrawal or path id) are one event
+        only announce (kind 3, kind 4, and kind 2 with runs and no withdrawal or path id) are one event
         (`AnnouncedRuns` of all their runs, `messages` of them): the BGP source and the import
         stage take it in one call. A lone one is the event of its UPDATE."""
         try:
@@ -258,9 +266,7 @@ class Rebuilder:
             held: list = []  # the successive records of one family that only announce
             fam = 0
             for r in records:
-                kind = r[0]
-                f = 4 if kind == 3 else (r[1] if (kind == 2 and r[2] and not r[3] and r[4] is None) or kind == 4
-                                         else 0)
+                f = r[1] if r[0] == 4 else _announcing(r)
                 if f != fam and held:
                     out.append(self._event(peer, held[0]) if len(held) == 1 else self._merged(peer, fam, held))
                     held = []
