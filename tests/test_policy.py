@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent.core.model import BgpAttrs, Prefix
+from agent.core.model import BgpAttrs, Prefix, address_order
 from agent.policy.engine import (
     ACCEPT_ALL,
     BUILTIN_POLICIES,
@@ -462,7 +462,7 @@ def test_prefix_index_matches_brute_force(entries, probe):
     assert index.covering(probe) == (max(covering, key=lambda e: e.length) if covering else None)
     strict = [e for e in covering if e.length < probe.length]
     assert index.covering(probe, strict=True) == (max(strict, key=lambda e: e.length) if strict else None)
-    inside = sorted(e for e in set(entries) if _contains(probe, e))
+    inside = sorted((e for e in set(entries) if _contains(probe, e)), key=address_order)
     assert list(index.inside(probe)) == inside
     assert index.first_inside(probe) == (inside[0] if inside else None)
     assert list(index.inside(probe, strict=True)) == [e for e in inside if e != probe]

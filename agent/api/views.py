@@ -7,7 +7,7 @@ daemon's read view calls these, so the API, `explain` and the node status share 
 
 from __future__ import annotations
 
-from ..core.model import as_prefix
+from ..core.model import address_order, as_prefix
 
 
 def rib_row(prefix, decision, installed: bool) -> dict:
@@ -26,6 +26,10 @@ def decided_candidates(decision) -> list[dict]:
     return [candidate(s.candidate) | {"status": s.status, "detail": s.detail} for s in decision.candidates]
 
 
+def _by_address(item) -> int:
+    return address_order(item[0])
+
+
 def fib(settings, f) -> dict:
     """The FIB state `f` (a `FibState`) in table/protocol `settings`."""
     return {
@@ -33,11 +37,11 @@ def fib(settings, f) -> dict:
         "protocol": settings.protocol,
         "gate_open": f.gate_open,
         "routes": [{"prefix": str(as_prefix(p)), "route": str(r), "stale": p in f.stale}
-                   for p, r in sorted(f.actual.items())],
+                   for p, r in sorted(f.actual.items(), key=_by_address)],
         "pending": [{"prefix": str(as_prefix(p)), "route": str(r) if r else "delete"}
-                    for p, r in sorted(f.pending.items())],
+                    for p, r in sorted(f.pending.items(), key=_by_address)],
         "failed": [{"prefix": str(as_prefix(p)), "op": e.op.kind.value, "error": e.message}
-                   for p, e in sorted(f.failed.items())],
+                   for p, e in sorted(f.failed.items(), key=_by_address)],
     }
 
 

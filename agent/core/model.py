@@ -2,13 +2,8 @@
 
 DOC: the RIB holds up to millions of routes, so the types are built for memory first.
 
-* `Prefix` is an `int` subclass with no instance dict: the address, the prefix length and the
-  family are packed into one integer (`addr << 8 | len`, bit 136 set for IPv6). One small int is
-  the whole key; it hashes fast, sorts IPv4 before IPv6 and then by address, and prints as
-  ``10.0.0.0/24``. It equals and hashes as its int, so received prefixes stay **plain ints**
-  (`agent.speaker.wire_records`: 16 octets less per route, and nothing for the cyclic collector
-  to track) and every table may hold both: code uses integer operations on them and calls
-  `as_prefix` before a property or printing (views, log lines; tests/test_plain_prefixes.py).
+* `Prefix` (`agent.core.prefix`, re-exported here) is one int per network: the network, its
+  length and its family packed, hashing well as a dict key; received prefixes stay plain ints.
 * Everything else is a frozen, slotted dataclass, except the two built per received route,
   `BgpAttrs` and `Candidate`: named tuples (several times cheaper to build). Values that many routes share (origins, next-hop
   tuples, BGP attribute sets, whole candidates) are interned with `intern()` so a million routes
@@ -26,108 +21,13 @@ from __future__ import annotations
 import enum
 import functools
 import ipaddress
-import socket
-import struct
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-V6_FLAG = _V6_FLAG = 1 << 136  # a packed prefix's IPv6 bit (`Prefix`)
-_V4 = struct.Struct("!I").unpack
-_pton = socket.inet_pton
-_AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
-_int_new = int.__new__
-
-
-class Prefix(int):
-    """An IPv4 or IPv6 network packed into one int: ``(v6 << 136) | (address << 8) | length``."""
-
-    __slots__ = ()
-
-    @classmethod
-    def parse(cls, text: str) -> "Prefix":
-        """Parse ``10.0.0.0/24`` or ``2001:db8::/32``; host bits set is an error (ValueError).
-
-        The fast path (inet_pton) handles well-formed input; anything it refuses goes through
-        `ipaddress` for the error message.
-        """
-        addr, _, length = text.partition("/")
-        if length.isdigit() and length.isascii():
-            plen = int(length)
-            try:
-                if ":" not in addr:
-                    value = _V4(_pton(_AF_INET, addr))[0]
-                    if plen <= 32 and not value & (0xFFFFFFFF >> plen):
-                        return _int_new(cls, (value << 8) | plen)
-                else:
-                    value = int.from_bytes(_pton(_AF_INET6, addr), "big")
-                    if plen <= 128 and not value & ((1 << (128 - plen)) - 1):
-                        return _int_new(cls, _V6_FLAG | (value << 8) | plen)
-            except OSError:
-                pass
-        net = ipaddress.ip_network(text, strict=True)
-        return cls.of(net.version, int(net.network_address), net.prefixlen)
-
-    @classmethod
-    def of(cls, family: int, address: int, length: int) -> "Prefix":
-        """Build from family (4 or 6), the address as an int, and the prefix length."""
-        return cls((_V6_FLAG if family == 6 else 0) | (address << 8) | length)
-
-    @property
-    def family(self) -> int:
-        return 6 if self & _V6_FLAG else 4
-
-    @property
-    def length(self) -> int:
-        return self & 0xFF
-
-    @property
-    def address(self) -> int:
-        return (self & (_V6_FLAG - 1)) >> 8
-
-    @property
-    def bits(self) -> int:
-        return 128 if self & _V6_FLAG else 32
-
-    @property
-    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-        cls = ipaddress.IPv6Network if self & _V6_FLAG else ipaddress.IPv4Network
-        return cls((self.address, self.length))
-
-    def contains_address(self, family: int, address: int) -> bool:
-        """True when the host address (as int) of `family` lies inside this prefix."""
-        if family != self.family:
-            return False
-        shift = self.bits - self.length
-        return (address >> shift) == (self.address >> shift)
-
-    def covers(self, other: int) -> bool:
-        """True when `other` (a `Prefix` or its plain int) is this prefix or lies inside it."""
-        length = self & 0xFF
-        if length > other & 0xFF or (self ^ other) & _V6_FLAG:
-            return False
-        shift = (128 if self & _V6_FLAG else 32) - length + 8
-        return (self >> shift) == (other >> shift)
-
-    def __str__(self) -> str:
-        return str(self.network)
-
-    def __repr__(self) -> str:
-        return f"Prefix('{self}')"
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
-
-
-def as_prefix(value: int) -> Prefix:
-    """`value` (a `Prefix` or the plain int of a received one, see the module DOC) as a `Prefix`."""
-    return value if value.__class__ is Prefix else _int_new(Prefix, value)
-
-
-def prefix_family(value: int) -> int:
-    """4 or 6, for a `Prefix` or its plain int."""
-    return 6 if value & _V6_FLAG else 4
-
+from .prefix import (  # noqa: F401 (re-exported: the value types' one import)
+    V6_FLAG, Prefix, address_order, as_prefix, pack_prefix, prefix_address, prefix_family
+)
 
 def parse_address(text: str) -> tuple[int, int]:
     """Return (family, address int) of an IP address string."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from .model import V6_FLAG, NextHop, Prefix, nexthops, parse_address
+from .model import V6_FLAG, NextHop, Prefix, nexthops, parse_address, prefix_address
 
 
 MAX_DEPTH = 3  # recursive resolution through at most this many routes
@@ -113,7 +113,7 @@ class Resolver:
     def affects(self, prefix: Prefix) -> bool:
         """True when `prefix` covers a gateway that was resolved recursively."""
         watched = self._watch.get((6 if prefix & V6_FLAG else 4, prefix & 0xFF))
-        return watched is not None and (prefix & (V6_FLAG - 1)) >> 8 in watched
+        return watched is not None and prefix_address(prefix) in watched
 
     @property
     def watching(self) -> bool:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..core.model import address_order
+
 
 class BgpViews:
     """Mixed into `BgpRuntime`, whose attributes (peers, source, stage, export,
@@ -67,7 +69,7 @@ class BgpViews:
                     "prepend": a.prepend, "sources": list(advert.sources), "policy": advert.policy,
                     "announced": self.export.announced(addr, prefix) == a,
                 }
-        return [rows[p] for p in sorted(rows)]
+        return [rows[p] for p in sorted(rows, key=address_order)]
 
     def explain_export(self, prefix) -> list[dict]:
         out = []

@@ -174,8 +174,8 @@ class Decoder:
                     if nhid:
                         self._nhids[key] = nhid
                 self.last_nhid = self._nhids.get(key, 0) if self._nhids else 0
-                addr = (int.from_bytes(dst, "big") << 8) if dst else 0
-                return Prefix((addr if family == AF_INET else _V6_FLAG | addr) | dst_len), protocol, route
+                net = (int.from_bytes(dst, "big") >> ((32 if family == AF_INET else 128) - dst_len)) << 8 if dst else 0
+                return Prefix((net if family == AF_INET else _V6_FLAG | net) | dst_len), protocol, route
         dst, gw, oif, prio, mp, table, nhid = _route_attrs(buf, off + 12, end)
         if table is not None and table != self.settings.table:
             return None
@@ -299,10 +299,7 @@ def _route_attrs(buf: bytes, o: int, end: int):
 
 
 def _prefix(family: int, dst, dst_len: int) -> Prefix:
-    addr = (int.from_bytes(dst, "big") << 8) if dst else 0
-    if family == AF_INET:
-        return Prefix(addr | dst_len)
-    return Prefix(_V6_FLAG | addr | dst_len)
+    return Prefix.of(4 if family == AF_INET else 6, int.from_bytes(dst, "big") if dst else 0, dst_len)
 
 
 def _address_text(raw: bytes) -> str:

@@ -35,7 +35,7 @@ import sys
 from array import array
 from collections.abc import Mapping, Sequence
 from itertools import compress, repeat
-from operator import and_, ge, is_not, ne, or_
+from operator import and_, ge, is_not, lshift, ne, or_, rshift
 
 from ..core.model import KernelRoute, NextHop, RouteType
 from .codec import (
@@ -80,6 +80,10 @@ from .types import FibSettings, NhRouteOp, Op, OpKind, new_nh_route_op, new_op
 ADD = OpKind.ADD
 # `_packed_run`'s columns: the sequence number is a native u32 at offset 8 of the netlink header
 _LITTLE = sys.byteorder == "little"
+# by prefix length: the shift from a packed prefix's network to its address (IPv4: as the octets
+# 3-6 of a 64-bit word), as `bytes.translate` tables
+_SHIFT4 = bytes((40 - n) & 0xFF for n in range(256))
+_SHIFT6 = bytes((128 - n) & 0xFF for n in range(256))
 _SEQ_LOW_AT = 8 if _LITTLE else 10  # its low half
 _SEQ_LOWS = array("H", range(0x10000)).tobytes()  # every low half, in order
 assert array("I").itemsize == 4 and array("Q").itemsize == 8 and array("H").itemsize == 2
@@ -162,9 +166,10 @@ class Encoder:
         if v6:
             return st.pack(st.size, mtype, flags, seq, 0, AF_INET6, length, 0, 0, self._rtm_table,
                            self.settings.protocol, scope, rtype, 0, 20, RTA_DST,
-                           ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail)
+                           (((p & (_V6_FLAG - 1)) >> 8) << (128 - length)).to_bytes(16, "big"), tail)
         return st.pack(st.size, mtype, flags, seq, 0, AF_INET, length, 0, 0, self._rtm_table,
-                       self.settings.protocol, scope, rtype, 0, 8, RTA_DST, (p >> 8).to_bytes(4, "big"), tail)
+                       self.settings.protocol, scope, rtype, 0, 8, RTA_DST,
+                       ((p >> 8) << (32 - length)).to_bytes(4, "big"), tail)
 
     def encode_batch(self, ops: Sequence[Op], first: int) -> list[bytes]:
         """The messages of `ops` with sequence numbers `first`, `first` + 1, ... (no ACK flag),
@@ -199,9 +204,10 @@ class Encoder:
             if length == 0:  # (no RTA_DST)
                 append(self.encode(op, seq))
             elif v6:
-                append(pack(pre, seq, mid, length, rest, ((p & (_V6_FLAG - 1)) >> 8).to_bytes(16, "big"), tail))
+                append(pack(pre, seq, mid, length, rest,
+                            (((p & (_V6_FLAG - 1)) >> 8) << (128 - length)).to_bytes(16, "big"), tail))
             else:
-                append(pack(pre, seq, mid, length, rest, (p >> 8).to_bytes(4, "big"), tail))
+                append(pack(pre, seq, mid, length, rest, ((p >> 8) << (32 - length)).to_bytes(4, "big"), tail))
             seq += 1
         return out
 
@@ -270,18 +276,20 @@ class Encoder:
         array of unsigned 64-bit words), and the sequence number's low half (its high half is the
         repeated message's, unless the low half wraps within the run)."""
         v6 = prefixes[0] >= _V6_FLAG
+        lengths = bytes(map(and_, prefixes, repeat(0xFF)))
+        if 0 in lengths:
+            return None
+        # the destinations: each prefix's network shifted back into place (`Prefix`), in C
+        nets = map(rshift, map(and_, prefixes, repeat(_V6_FLAG - 1)) if v6 else prefixes, repeat(8))
         if v6:
-            width, at = 18, 1  # 1, the address, the length
-            col = b"".join(map(int.to_bytes, prefixes, repeat(18), repeat("big")))
+            width, at = 16, 0
+            col = b"".join(map(int.to_bytes, map(lshift, nets, lengths.translate(_SHIFT6)), repeat(16), repeat("big")))
         else:
-            width, at = 8, 3  # 0 0 0, the address, the length
-            words = array("Q", prefixes)
+            width, at = 8, 3  # 0 0 0, the address, 0
+            words = array("Q", map(lshift, nets, lengths.translate(_SHIFT4)))
             if _LITTLE:
                 words.byteswap()
             col = words.tobytes()
-        lengths = col[width - 1::width]
-        if 0 in lengths:
-            return None
         op = new_op((ADD, prefixes[0], route))
         if nhid:
             op = new_nh_route_op((op, nhid))
@@ -313,8 +321,8 @@ class Encoder:
         hit = self._quick.get(key)
         if hit is not None and hit[1] is route:
             return hit[0]
-        ref = self.encode(op._replace(prefix=(op[1] | 0xFF)) if op.__class__ is Op  # (any length but 0)
-                          else op._replace(op=op[0]._replace(prefix=op[0][1] | 0xFF)), 0)
+        ref = self.encode(op._replace(prefix=(op[1] & _V6_FLAG) | 1) if op.__class__ is Op  # (any length but 0)
+                          else op._replace(op=op[0]._replace(prefix=(op[0][1] & _V6_FLAG) | 1)), 0)
         alen = 16 if v6 else 4
         parts = (struct.Struct(f"=8sI5sB14s{alen}s{len(ref) - 32 - alen}s").pack, ref[:8], ref[12:17], ref[18:32],
                  ref[32 + alen:])

@@ -27,7 +27,7 @@ import struct
 import sys
 from typing import Callable, Mapping
 
-from ..core.model import NextHop
+from ..core.model import NextHop, prefix_address
 from .codec import (
     NLATTR,
     NLMSGHDR,
@@ -114,7 +114,7 @@ def encode_nh_route(op: NhRouteOp, settings: FibSettings, seq: int, ack: bool = 
     table = settings.table
     attrs = b""
     if length:
-        addr = ((prefix & (_V6_FLAG - 1)) >> 8).to_bytes(4 if family == 4 else 16, "big")
+        addr = prefix_address(prefix).to_bytes(4 if family == 4 else 16, "big")
         attrs += _attr(RTA_DST, addr)
     attrs += _u32(RTA_TABLE, table) + _u32(RTA_PRIORITY, metric) + _u32(RTA_NH_ID, op.nhid)
     body = RTMSG.pack(_FAMILY[family], length, 0, 0, table if table < 256 else RT_TABLE_UNSPEC,

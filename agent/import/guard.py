@@ -55,7 +55,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from itertools import repeat
-from operator import and_
+from operator import and_, rshift
 
 from ..core.model import Prefix, as_prefix, canonical_address
 from ..policy.prefixes import PrefixIndex, V6_FLAG, host_prefix
@@ -89,6 +89,12 @@ _BAD_NEXT_HOPS = tuple(ipaddress.ip_network(n) for n in BAD_NEXT_HOPS)
 _MARTIAN_OCTETS4 = _first_octets(MARTIANS)
 _V6_TAG = 1 << 16
 _LENGTH = 0xFF  # (a `Prefix`'s low byte)
+_TO_BUCKET = bytes(max(0, n - 8) for n in range(256))  # by length: the shift to the first 16 bits
+
+
+def _first_octet(prefix: int, plen: int) -> int:
+    """The first octet of the address of an IPv4 packed prefix of length `plen`."""
+    return prefix >> plen if plen >= 8 else ((prefix >> 8) << (8 - plen))
 
 
 def _buckets_of(p: Prefix) -> range | list[int]:
@@ -168,12 +174,9 @@ class Guard:
         neither equal, cover nor lie inside any of them: the hot path skips those checks."""
         out: set[int] = set()
         for p in (*self._protected, *self._cluster, *self._node_hosts):
-            if p & V6_FLAG:
-                if (p & 0xFF) >= 16:
-                    out.add(_V6_TAG | ((p >> 120) & 0xFFFF))  # one bucket: no range to build
-                    continue
-            elif (p & 0xFF) >= 16:
-                out.add((p >> 24) & 0xFFFF)
+            plen = p & 0xFF
+            if plen >= 16:  # one bucket: no range to build
+                out.add(((p >> (plen - 8)) & 0xFFFF) | (_V6_TAG if p & V6_FLAG else 0))
                 continue
             out.update(_buckets_of(p))
         self._buckets = frozenset(out)
@@ -193,10 +196,12 @@ class Guard:
               allow_covering: bool = False) -> Verdict | None:
         """None when the route may go on to the import policy, else the rejecting `Verdict`."""
         plen = prefix & 0xFF
-        if prefix & V6_FLAG:
-            bucket = _V6_TAG | ((prefix >> 120) & 0xFFFF) if plen >= 16 else None
+        if plen < 16:
+            bucket = None
+        elif prefix & V6_FLAG:
+            bucket = _V6_TAG | ((prefix >> (plen - 8)) & 0xFFFF)  # (the network's first 16 bits)
         else:
-            bucket = (prefix >> 24) & 0xFFFF if plen >= 16 else None
+            bucket = (prefix >> (plen - 8)) & 0xFFFF
         if bucket is not None and bucket not in self._buckets:  # the common case: nothing of ours near
             if bucket in _MARTIAN_BUCKETS:
                 hit = self._martians.covering(prefix)
@@ -210,7 +215,7 @@ class Guard:
                 return self._verdict(Reason.DEFAULT_ROUTE, prefix)
         else:
             # most IPv4 routes start with an octet no martian touches: skip the index walk
-            if prefix & V6_FLAG or (prefix >> 32) & 0xFF in _MARTIAN_OCTETS4:
+            if prefix & V6_FLAG or _first_octet(prefix, plen) in _MARTIAN_OCTETS4:
                 hit = self._martians.covering(prefix)
                 if hit is not None:
                     return self._verdict(Reason.MARTIAN, hit)
@@ -255,13 +260,10 @@ class Guard:
         for prefix in prefixes:
             if hop is None:
                 plen = prefix & 0xFF
-                if prefix & V6_FLAG:
-                    if plen >= 16:
-                        bucket = _V6_TAG | ((prefix >> 120) & 0xFFFF)
-                        if bucket not in buckets and bucket not in martian:
-                            continue
-                elif plen >= 16:
-                    bucket = (prefix >> 24) & 0xFFFF
+                if plen >= 16:
+                    bucket = (prefix >> (plen - 8)) & 0xFFFF  # (the network's first 16 bits)
+                    if prefix & V6_FLAG:
+                        bucket |= _V6_TAG
                     if bucket not in buckets and bucket not in martian:
                         continue
             verdict = self.check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering)
@@ -272,24 +274,19 @@ class Guard:
         return out
 
     def _one_clear_bucket(self, prefixes) -> bool:
-        """Are all of `prefixes` (one family) in a few neighbouring top buckets that hold nothing of
-        ours and no martian, none of them shorter than a bucket? Then each would pass `refused`'s
-        quick test: one check for the batch (min, max and shortest length are C loops). The
-        prefixes between the smallest and the largest lie in the buckets between theirs (the
-        address is the high part of a `Prefix`)."""
-        lo, hi = min(prefixes), max(prefixes)
-        if lo & V6_FLAG:
-            first, last = _V6_TAG | ((lo >> 120) & 0xFFFF), _V6_TAG | ((hi >> 120) & 0xFFFF)
-        elif hi & V6_FLAG:
+        """Are all of `prefixes` of one family, at least a bucket long, and in top buckets that
+        hold nothing of ours and no martian? Then each would pass `refused`'s quick test: one
+        check for the batch, in C loops (the lengths, each prefix's bucket, the set of them)."""
+        lengths = bytes(map(and_, prefixes, repeat(_LENGTH)))  # (operator.and_: C, no bound method)
+        if min(lengths) < 16:
             return False
-        else:
-            first, last = (lo >> 24) & 0xFFFF, (hi >> 24) & 0xFFFF
-        if last - first > 16:
-            return False
-        buckets = self._buckets
-        if any(b in buckets or b in _MARTIAN_BUCKETS for b in range(first, last + 1)):
-            return False
-        return min(map(and_, prefixes, repeat(_LENGTH))) >= 16  # (operator.and_: C, no bound method)
+        v6 = prefixes[0] & V6_FLAG
+        if not (min(prefixes) >= V6_FLAG if v6 else max(prefixes) < V6_FLAG):
+            return False  # (both families)
+        buckets = set(map(and_, map(rshift, prefixes, lengths.translate(_TO_BUCKET)), repeat(0xFFFF)))
+        if v6:
+            buckets = {_V6_TAG | b for b in buckets}
+        return buckets.isdisjoint(self._buckets) and buckets.isdisjoint(_MARTIAN_BUCKETS)
 
     def _check_hop(self, nexthop: str | None) -> Verdict | None:
         """The next-hop checks (node address, `BAD_NEXT_HOPS`), cached per next-hop text."""

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..core.model import Prefix
+from ..core.model import Prefix, address_order
 from .objects import ServiceInfo, SliceInfo, ip_family
 
 _EMPTY: frozenset[str] = frozenset()
@@ -78,6 +78,10 @@ def _same(a: Selection, b: Selection) -> bool:
     func = getattr(fa, "__func__", None)
     return (func is not None and func is getattr(fb, "__func__", None)
             and fa.__self__ == fb.__self__ and replace(b, selector=fa) == a)
+
+
+def _address_key(text: str) -> int:
+    return address_order(Prefix.parse(text))
 
 
 def vip(ip: str) -> str:
@@ -217,7 +221,7 @@ class ServiceVips:
         if state is None:
             return ()
         if state.cache is None:
-            state.cache = tuple(sorted(state.refs, key=Prefix.parse))
+            state.cache = tuple(sorted(state.refs, key=_address_key))
         return state.cache
 
     def all_vips(self) -> frozenset[str]:

@@ -12,7 +12,7 @@ import socket
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-from ..core.model import Prefix
+from ..core.model import Prefix, address_order
 
 V6_FLAG = 1 << 136
 
@@ -22,11 +22,12 @@ V6_FLAG = 1 << 136
 # ---------------------------------------------------------------------------------------------
 
 
-def length_mask(v6: bool, length: int) -> int:
-    """AND-mask that turns a packed `Prefix` into the packed network of its first `length` bits
-    (family flag kept, length byte cleared)."""
-    bits = 128 if v6 else 32
-    return (V6_FLAG if v6 else 0) | ((((1 << length) - 1) << (bits - length)) << 8)
+def length_key(v6: bool, length: int) -> tuple[int, int]:
+    """``(mask, tag)`` such that ``((prefix >> (prefix_length - length)) & mask) | tag`` is the
+    packed network of the first `length` bits of a packed prefix of `v6`'s family at least that
+    long: the network's bits move right, the mask keeps them (not the length octet, nor the
+    family flag shifted down among the higher bits), the tag puts the length and flag back."""
+    return ((1 << length) - 1) << 8, (V6_FLAG if v6 else 0) | length
 
 
 def host_prefix(address: str) -> Prefix:
@@ -41,20 +42,21 @@ class PrefixIndex:
 
     * `covering(p)`: the longest entry that contains `p` (equal or shorter): one set probe per
       distinct entry length of `p`'s family (at most 33 / 129, typically a handful).
-    * `inside(p)`: the entries that `p` contains (equal or longer): a bisect over the sorted
-      packed ints (a network's more specifics are contiguous in that order).
+    * `inside(p)`: the entries that `p` contains (equal or longer): a bisect over the entries'
+      `address_order` keys (a network's more specifics are contiguous in address order).
     """
 
-    __slots__ = ("_set", "_lengths", "_sorted")
+    __slots__ = ("_set", "_lengths", "_sorted", "_keys")
 
     def __init__(self, prefixes: Iterable[Prefix | str] = ()):
         items = {Prefix.parse(p) if isinstance(p, str) else Prefix(p) for p in prefixes}
         self._set = frozenset(items)
         self._lengths: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = tuple(  # type: ignore[assignment]
-            tuple((n, length_mask(v6, n)) for n in sorted({p.length for p in items if bool(p & V6_FLAG) == v6}))
+            tuple((n, *length_key(v6, n)) for n in sorted({p.length for p in items if bool(p & V6_FLAG) == v6}))
             for v6 in (False, True)
         )
-        self._sorted = sorted(items)
+        self._sorted = sorted(items, key=address_order)
+        self._keys = list(map(address_order, self._sorted))
 
     def __contains__(self, prefix: object) -> bool:
         return prefix in self._set
@@ -71,14 +73,13 @@ class PrefixIndex:
     def covering(self, prefix: Prefix, strict: bool = False) -> Prefix | None:
         """The longest entry containing `prefix` (equal allowed unless `strict`), or None."""
         plen = prefix & 0xFF
-        if strict:
-            plen -= 1
+        longest = plen - 1 if strict else plen
         found = None
         entries = self._set
-        for length, mask in self._lengths[1 if prefix & V6_FLAG else 0]:
-            if length > plen:
+        for length, mask, tag in self._lengths[1 if prefix & V6_FLAG else 0]:
+            if length > longest:
                 break
-            key = (prefix & mask) | length
+            key = ((prefix >> (plen - length)) & mask) | tag
             if key in entries:
                 found = key
         return None if found is None else Prefix(found)
@@ -87,30 +88,29 @@ class PrefixIndex:
         """Entries that `prefix` contains (equal allowed unless `strict`), in address order."""
         plen = prefix & 0xFF
         bits = 128 if prefix & V6_FLAG else 32
-        low = prefix & ~0xFF
+        low = address_order(prefix) & ~0xFF
         high = low | (((1 << (bits - plen)) - 1) << 8) | 0xFF
-        items = self._sorted
-        i = bisect_left(items, low)
-        n = len(items)
-        while i < n and items[i] <= high:
-            entry = items[i]
-            elen = entry & 0xFF
+        keys = self._keys
+        i = bisect_left(keys, low)
+        n = len(keys)
+        while i < n and keys[i] <= high:
+            elen = keys[i] & 0xFF
             if elen > plen or (elen == plen and not strict):
-                yield entry
+                yield self._sorted[i]
             i += 1
 
     def first_inside(self, prefix: Prefix, strict: bool = False) -> Prefix | None:
         """The first entry (in address order) that `prefix` contains, or None (no generator: hot)."""
         plen = prefix & 0xFF
-        low = prefix & ~0xFF
+        low = address_order(prefix) & ~0xFF
         high = low | (((1 << ((128 if prefix & V6_FLAG else 32) - plen)) - 1) << 8) | 0xFF
-        items = self._sorted
-        i = bisect_left(items, low)
-        n = len(items)
-        while i < n and items[i] <= high:
-            elen = items[i] & 0xFF
+        keys = self._keys
+        i = bisect_left(keys, low)
+        n = len(keys)
+        while i < n and keys[i] <= high:
+            elen = keys[i] & 0xFF
             if elen > plen or (elen == plen and not strict):
-                return items[i]
+                return self._sorted[i]
             i += 1
         return None
 
@@ -136,16 +136,16 @@ class PrefixSet:
             table = tables[1 if net & V6_FLAG else 0].setdefault(plen, {})
             table[int(net)] = table.get(int(net), 0) | bitmask
         self._tables = tuple(
-            tuple((n, length_mask(v6, n), tables[v6][n]) for n in sorted(tables[v6]))
+            tuple((n, *length_key(v6, n), tables[v6][n]) for n in sorted(tables[v6]))
             for v6 in (0, 1)
         )
 
     def match(self, prefix: Prefix) -> bool:
         plen = prefix & 0xFF
-        for length, mask, table in self._tables[1 if prefix & V6_FLAG else 0]:
+        for length, mask, tag, table in self._tables[1 if prefix & V6_FLAG else 0]:
             if length > plen:
                 return False
-            lengths = table.get((prefix & mask) | length)
+            lengths = table.get(((prefix >> (plen - length)) & mask) | tag)
             if lengths is not None and lengths >> plen & 1:
                 return True
         return False

@@ -58,7 +58,7 @@ from .wire_attrs import (
     EMPTY, MP_UNREACH, NAMES, PRESENT_AS_PATH, PRESENT_NEXT_HOP, PRESENT_ORIGIN, RESET, WITHDRAW,
     AttrInfo, parse_attributes,
 )
-from .wire_nlri import MASK4, SHIFT4, field_prefixes
+from .wire_nlri import UNUSED, field_prefixes
 from .wire_values import frozen_builder, martian_v4
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
@@ -214,8 +214,7 @@ class WireDecoder:
         nh = info.next_hop
         plen = body[a1]
         if a1 + 1 + ((plen + 7) >> 3) == n and plen <= 32 and not caps & CAP_ADDPATH_V4:  # one prefix
-            return self._one4(peer, ((_from_bytes(body[a1 + 1:]) << SHIFT4[n - a1 - 1]) | plen) & MASK4[plen],
-                              nh, attrs)
+            return self._one4(peer, ((_from_bytes(body[a1 + 1:]) >> UNUSED[plen]) << 8) | plen, nh, attrs)
         found = field_prefixes(body, a1, n, False, caps & CAP_ADDPATH_V4)
         if found is None:
             return _reset(peer, "malformed NLRI field", 3, 10, family=V4)
