@@ -36,6 +36,14 @@ def test_ipv6_metric_0_is_planned_as_1024_like_the_kernel_stores_it():
     assert fib.plan() == [] and fib.converged
 
 
+def test_the_metric_0_rule_reads_received_prefixes_as_plain_ints():
+    """Received prefixes reach the FIB as plain ints (`agent.core.prefix`): the family is read
+    off the int, not a property."""
+    fib, net = fresh()
+    fib.want({int(V6): R6.with_metric(0), int(A): R20.with_metric(0)})
+    assert sorted(flush(fib, net)) == [(OpKind.ADD, A, 0), (OpKind.ADD, V6, 1024)]
+
+
 def test_default_metric_0_is_1024_for_ipv6_only():
     fib, net = fresh(metric=0)
     fib.want({V6: KernelRoute(RouteType.UNICAST, R6.nexthops), A: KernelRoute(RouteType.BLACKHOLE, ())})

@@ -77,15 +77,15 @@ class _Refused(Exception):
 async def rib_page(view: ReadView, after: Prefix | None, limit: int) -> dict:
     """The next `limit` RIB rows after `after`, and the cursor of the page after this one."""
     keys = view.rib_prefixes()
-    after_key = None if after is None else address_order(after)  # (pages go in address order)
-    best: list[Prefix] = []
+    after_key = -1 if after is None else address_order(after)  # (pages go in address order)
+    best: list[tuple[int, Prefix]] = []  # (address order, prefix): each key computed once
     for i in range(0, len(keys), SCAN_CHUNK):
         if i:
             await asyncio.sleep(0)  # let the core task run between chunks
         chunk = keys[i:i + SCAN_CHUNK]
-        if after is not None:
-            chunk = [p for p in chunk if address_order(p) > after_key]
-        best = heapq.nsmallest(limit + 1, itertools.chain(best, chunk), key=address_order)
+        keyed = [kp for kp in zip(map(address_order, chunk), chunk) if kp[0] > after_key]
+        best = heapq.nsmallest(limit + 1, itertools.chain(best, keyed))
+    best = [p for _k, p in best]
     page = best[:limit]
     return {"routes": view.rib_rows(page), "next": str(as_prefix(page[-1])) if len(best) > limit else None}
 
