@@ -3,7 +3,9 @@ they stand for; policy conditions and modifications work on them as on tuples.""
 
 from __future__ import annotations
 
+import gc
 import pickle
+import sys
 
 import pytest
 
@@ -30,6 +32,16 @@ def test_a_packed_list_is_the_tuple_of_its_texts():
     assert Communities.of_values([0xFDE90007, 0xFFFFFF01]) == c and Communities(RAW) == c
     assert not Communities(b"") and Communities(b"") == ()
     assert pickle.loads(pickle.dumps(c)) == c
+
+
+def test_a_packed_list_is_one_object_the_size_of_its_octets():
+    """A full table holds one per attribute set: no wrapper object around the octets (the
+    collector's header is the only cost over a plain `bytes`: every heap type has one)."""
+    for c in (Communities(RAW), LargeCommunities(bytes(12)), Communities.packed(RAW)):
+        assert sys.getsizeof(c) <= sys.getsizeof(bytes(c)) + 16 and gc.get_referents(c) == [type(c)]
+        assert c.raw.__class__ is bytes and c.raw == bytes(c)
+    assert Communities(RAW) != RAW and RAW != Communities(RAW)  # (octets are not a list of texts)
+    assert str(Communities(RAW)) == str(TEXTS) and f"{Communities(RAW)}" == str(TEXTS)
 
 
 def test_large_communities_are_three_words_each_and_never_equal_a_standard_list():
