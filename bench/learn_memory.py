@@ -122,13 +122,17 @@ class Harness:
         r.bgp.handle(PeerState("10.0.0.1", PeerStatus.UP), 0.0)
 
     def feed(self, lines: list[bytes], burst: int) -> None:
+        from agent.core.gctune import LoadFreezer
+
         r, decode = self.routing, self.decoder.decode
+        freezer = LoadFreezer()  # as the core task's passes do (a pass: a burst here)
         for start in range(0, len(lines), burst):
             events = []
             for line in lines[start:start + burst]:
                 events += decode(line)
             r.handle_bgp(tuple(events))
             self.flush()
+            freezer.after_pass(time.monotonic())
 
     def flush(self) -> None:
         r = self.routing

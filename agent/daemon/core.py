@@ -11,6 +11,9 @@ first, and the task then yields to the event loop: under a steady stream of even
 table arriving, a storm of kernel notifications) the HTTP API, the speaker's reader and the timers
 still run every few tens of milliseconds, and the FIB is flushed at least that often.
 
+When the passes make tens of thousands of objects a second (a table being loaded), they are moved
+out of the cyclic collector's way (`agent.core.gctune.LoadFreezer`).
+
 A bug or an OS error while handling one event must not take the agent (and the routing of the
 node) down: it is logged, counted (``route_agent_event_handler_errors_total``) and a full kernel
 resync is queued.
@@ -25,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from ..core.gctune import LoadFreezer
 from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
@@ -42,6 +46,7 @@ class Core:
         # something urgent is on its way to the queue (a BFD change read by its thread): end the
         # pass and yield, so the loop can hand it over
         self.urgent_waiting: Callable[[], bool] = lambda: False
+        self.freezer = LoadFreezer()
 
     def on(self, kind: str, handler: Callable[[Any], None]) -> None:
         """Call `handler(event.data)` for every event of `kind`, in registration order."""
@@ -65,6 +70,7 @@ class Core:
                 self.handle(ev)
             for name, step, resync in self._end_of_pass:
                 self._safely(name, step, retry, resync)
+            self.freezer.after_pass(time.monotonic())  # a load's objects leave the collector's way
             await asyncio.sleep(0)  # let the API, the speaker's reader and the timers run
 
     def handle(self, ev: Event) -> None:
