@@ -40,20 +40,18 @@ class LoadFreezer:
     """Freezes the objects of a load (module DOC). Call `after_pass(now)` with a monotonic time
     after each pass of the owner's loop; `count` is the young generation's count (injectable)."""
 
-    __slots__ = ("count", "freeze", "since", "base", "frozen")
+    __slots__ = ("count", "freeze", "since", "base")
 
     def __init__(self, count=lambda: gc.get_count()[0], freeze=gc.freeze) -> None:
         self.count, self.freeze = count, freeze
         self.since, self.base = 0.0, 0  # the window: its start and the count then
-        self.frozen = 0  # loads frozen (for tests and logs)
 
     def after_pass(self, now: float) -> bool:
         n = self.count()
         if n < self.base:  # a collection ran: the count starts again
             self.since, self.base = now, n
         elif n - self.base >= FREEZE_GROWTH:
-            self.freeze()
-            self.frozen += 1
+            self.freeze()  # (which starts the count again at 0)
             self.since, self.base = now, 0
             return True
         elif now - self.since > WINDOW:  # slow growth: the window moves on
