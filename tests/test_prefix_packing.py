@@ -55,6 +55,11 @@ def test_a_packed_prefix_is_its_network(net):
     assert p == Prefix.of(net.version, int(net.network_address), net.prefixlen) \
         == pack_prefix(net.version, int(net.network_address), net.prefixlen)
     assert int(p) & 0xFF == net.prefixlen  # (the length stays the low octet: code reads it so)
+    assert p.contains_address(net.version, int(net.broadcast_address))
+    assert not p.contains_address(10 - net.version, int(net.network_address))
+    if net.prefixlen:  # (the neighbour network's first address lies outside)
+        other = int(net.network_address) ^ (1 << (net.max_prefixlen - net.prefixlen))
+        assert not p.contains_address(net.version, other)
     # host bits are dropped by `of` (parse refuses them)
     assert Prefix.of(net.version, int(net.broadcast_address), net.prefixlen) == p
     # the kernel dump's parser

@@ -48,11 +48,11 @@ class Prefix(int):
                 if ":" not in addr:
                     value = _V4(_pton(_AF_INET, addr))[0]
                     if plen <= 32 and not value & (0xFFFFFFFF >> plen):
-                        return _int_new(cls, ((value >> (32 - plen)) << 8) | plen)
+                        return _int_new(cls, pack_prefix(4, value, plen))
                 else:
                     value = int.from_bytes(_pton(_AF_INET6, addr), "big")
                     if plen <= 128 and not value & ((1 << (128 - plen)) - 1):
-                        return _int_new(cls, _V6_FLAG | ((value >> (128 - plen)) << 8) | plen)
+                        return _int_new(cls, pack_prefix(6, value, plen))
             except OSError:
                 pass
         net = ipaddress.ip_network(text, strict=True)
@@ -89,8 +89,7 @@ class Prefix(int):
         """True when the host address (as int) of `family` lies inside this prefix."""
         if family != self.family:
             return False
-        shift = self.bits - self.length
-        return (address >> shift) == (self.address >> shift)
+        return (address >> (self.bits - (self & 0xFF))) == (self & _NET) >> 8  # (its network)
 
     def covers(self, other: int) -> bool:
         """True when `other` (a `Prefix` or its plain int) is this prefix or lies inside it."""
