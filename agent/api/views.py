@@ -57,7 +57,7 @@ def candidate(c) -> dict:
            "route": c.describe()}
     if c.path_id is not None:
         out["pathId"] = c.path_id
-    if c.bgp is not None:
+    if c.is_bgp:
         b = c.bgp
         out["bgp"] = {"peer": b.peer_address, "peerAS": b.peer_as, "localPref": b.local_pref,
                       "asPath": list(b.as_path), "origin": b.origin.name.lower(), "med": b.med,

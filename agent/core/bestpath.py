@@ -41,7 +41,7 @@ def _keep_min(cands: list[Candidate], key: Callable[[Candidate], object]) -> lis
 
 
 def _kind_rank(c: Candidate) -> int:
-    return SourceKind.EBGP.rank if c.bgp is not None else c.origin.kind.rank
+    return SourceKind.EBGP.rank if c.is_bgp else c.origin.kind.rank
 
 
 @functools.lru_cache(maxsize=65536)
@@ -61,36 +61,36 @@ def step_source_kind(cands: list[Candidate]) -> list[Candidate]:
 
 
 def step_local_pref(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: -c.bgp.local_pref)
+    return _keep_min(cands, lambda c: -c.local_pref)
 
 
 def step_as_path(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: len(c.bgp.as_path))
+    return _keep_min(cands, lambda c: len(c.as_path))
 
 
 def step_origin(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: int(c.bgp.origin))
+    return _keep_min(cands, lambda c: int(c.bgp_origin))
 
 
 def step_med(cands: list[Candidate]) -> list[Candidate]:
     """Drop a path when another path from the same neighbour AS has a lower MED."""
     lowest: dict[int, int] = {}
     for c in cands:
-        asn = c.bgp.neighbor_as
-        lowest[asn] = min(lowest.get(asn, c.bgp.med), c.bgp.med)
-    return [c for c in cands if c.bgp.med == lowest[c.bgp.neighbor_as]]
+        asn = c.neighbor_as
+        lowest[asn] = min(lowest.get(asn, c.med), c.med)
+    return [c for c in cands if c.med == lowest[c.neighbor_as]]
 
 
 def step_ebgp(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: not c.bgp.ebgp)
+    return _keep_min(cands, lambda c: not c.ebgp)
 
 
 def step_router_id(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: _addr_key(c.bgp.router_id))
+    return _keep_min(cands, lambda c: _addr_key(c.router_id))
 
 
 def step_peer_address(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: _addr_key(c.bgp.peer_address))
+    return _keep_min(cands, lambda c: _addr_key(c.peer_address))
 
 
 def _path_key(c: Candidate) -> int:
@@ -152,16 +152,16 @@ def select(
     if len(candidates) == 1:
         return Selection((candidates[0],), BestReason.ONLY_CANDIDATE)
     cands = sorted(candidates, key=candidate_order)
-    if all(c.bgp is not None for c in cands):
+    if all(c.is_bgp for c in cands):
         cost = _equal_cost(cands[0])
         if all(_equal_cost(c) == cost for c in cands):  # ECMP's usual case: no step can decide
             return _select_bgp(cands, None, max_paths, multipath_relax, equal=True)
     cands, reason = _run(
         cands, ((step_distance, BestReason.ADMIN_DISTANCE),), None
     )
-    if not all(c.bgp is not None for c in cands):
+    if not all(c.is_bgp for c in cands):
         cands, reason = _run(cands, ((step_source_kind, BestReason.SOURCE_KIND),), reason)
-    if all(c.bgp is not None for c in cands):
+    if all(c.is_bgp for c in cands):
         return _select_bgp(cands, reason, max_paths, multipath_relax)
     if len(cands) > 1 and all(c.origin.kind == SourceKind.STATIC for c in cands) and max_paths > 1:
         return Selection(tuple(cands[:max_paths]), reason or BestReason.MULTIPATH)
@@ -171,8 +171,7 @@ def select(
 
 def _equal_cost(c: Candidate) -> tuple:
     """What the distance and BGP_STEPS read: candidates alike in all of it keep each other."""
-    b = c.bgp
-    return c.distance, b.local_pref, len(b.as_path), b.origin, b.med, b.ebgp
+    return c.distance, c.local_pref, len(c.as_path), c.bgp_origin, c.med, c.ebgp
 
 
 def _select_bgp(cands, reason, max_paths: int, relax: bool, equal: bool = False) -> Selection:
@@ -182,11 +181,11 @@ def _select_bgp(cands, reason, max_paths: int, relax: bool, equal: bool = False)
     best_list, best_reason = _run(list(equal), BGP_TIE_STEPS, reason)
     best = best_list[0]
     if max_paths > 1 and len(equal) > 1:
-        same = [c for c in equal if relax or c.bgp.neighbor_as == best.bgp.neighbor_as]
+        same = [c for c in equal if relax or c.neighbor_as == best.neighbor_as]
         if len(same) > 1:
             rest = sorted(
                 (c for c in same if c is not best),
-                key=lambda c: (_addr_key(c.bgp.router_id), _addr_key(c.bgp.peer_address), _path_key(c)),
+                key=lambda c: (_addr_key(c.router_id), _addr_key(c.peer_address), _path_key(c)),
             )
             return Selection((best, *rest[: max_paths - 1]), reason or BestReason.MULTIPATH)
     return Selection((best,), best_reason or BestReason.ONLY_CANDIDATE)

@@ -4,8 +4,10 @@ DOC: the RIB holds up to millions of routes, so the types are built for memory f
 
 * `Prefix` (`agent.core.prefix`, re-exported here) is one int per network: the network, its
   length and its family packed, hashing well as a dict key; received prefixes stay plain ints.
-* Everything else is a frozen, slotted dataclass, except the two built per received route,
-  `BgpAttrs` and `Candidate`: named tuples (several times cheaper to build). Values that many routes share (origins, next-hop
+* Everything else is a frozen, slotted dataclass, except what is built per received attribute
+  set: `Candidate` and its BGP shape `BgpCandidate` (`agent.core.candidate`), named tuples
+  (several times cheaper to build). The small shared types (kinds, route types, `Origin`,
+  `NextHop`) are in `agent.core.values`; all are re-exported here. Values that many routes share (origins, next-hop
   tuples, BGP attribute sets, whole candidates) are interned with `intern()` so a million routes
   point at a few thousand objects.
 * `Candidate` is one origin's offer for one prefix (one per ADD-PATH path: `Candidate.path_id`). `KernelRoute` is what the FIB wants (or found)
@@ -18,15 +20,20 @@ Administrative distance: lower wins; 255 means never install. It is never called
 
 from __future__ import annotations
 
-import enum
 import functools
 import ipaddress
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .prefix import (  # noqa: F401 (re-exported: the value types' one import)
     V6_FLAG, Prefix, address_order, as_prefix, pack_prefix, prefix_address, prefix_family
+)
+from .values import (  # noqa: F401 (re-exported)
+    DEFAULT_DISTANCE, NEVER_INSTALL, BestReason, BgpOrigin, NextHop, Origin, RouteType, SourceKind
+)
+from .candidate import (  # noqa: F401 (re-exported)
+    BgpAttrs, BgpCandidate, Candidate, PeerIdentity, bgp_candidate, peer_identity
 )
 
 def parse_address(text: str) -> tuple[int, int]:
@@ -38,147 +45,6 @@ def parse_address(text: str) -> tuple[int, int]:
 def canonical_address(text: str) -> str:
     """The canonical (compressed) text of an address, interned."""
     return sys.intern(str(ipaddress.ip_address(text)))
-
-
-class SourceKind(str, enum.Enum):
-    """Where a candidate comes from. The order here is the tie-break order at equal distance."""
-
-    CONNECTED = "connected"  # foreign kernel route with proto kernel (interface subnets)
-    KERNEL = "kernel"  # any other foreign kernel route (boot, static, dhcp, bird, zebra ...)
-    STATIC = "static"  # static routes from our configuration
-    EBGP = "ebgp"
-    IBGP = "ibgp"
-
-    # set below for every member (plain attributes: read on hot paths)
-    rank: int  # tie-break order at equal distance
-    foreign: bool  # routes of this kind live in the kernel under someone else's protocol
-
-
-for _rank, _kind in enumerate(SourceKind):
-    _kind.rank = _rank
-    _kind.foreign = _kind in (SourceKind.CONNECTED, SourceKind.KERNEL)
-
-DEFAULT_DISTANCE: dict[SourceKind, int] = {
-    SourceKind.CONNECTED: 0,
-    SourceKind.KERNEL: 0,
-    SourceKind.STATIC: 1,
-    SourceKind.EBGP: 20,
-    SourceKind.IBGP: 200,
-}
-NEVER_INSTALL = 255
-
-
-class RouteType(enum.IntEnum):
-    """Kernel route types we program or meet (values are the kernel's RTN_* numbers)."""
-
-    UNICAST = 1
-    BLACKHOLE = 6
-    UNREACHABLE = 7
-    PROHIBIT = 8
-
-
-class BgpOrigin(enum.IntEnum):
-    IGP = 0
-    EGP = 1
-    INCOMPLETE = 2
-
-
-class BestReason(str, enum.Enum):
-    """The step of the decision process that eliminated the winner's last rival."""
-
-    ONLY_CANDIDATE = "only candidate"
-    ADMIN_DISTANCE = "administrative distance"
-    SOURCE_KIND = "source kind"  # equal distance, non-BGP: connected > kernel > static > bgp
-    LOCAL_PREF = "local preference"
-    AS_PATH = "AS path length"
-    ORIGIN = "BGP origin"
-    MED = "MED"
-    EBGP_OVER_IBGP = "eBGP over iBGP"
-    ROUTER_ID = "router id"
-    PEER_ADDRESS = "peer address"
-    PATH_ID = "path id"  # ADD-PATH: two paths of one peer, equal in everything else
-    ORIGIN_NAME = "origin name"  # last deterministic tie-break between two non-BGP origins
-    MULTIPATH = "equal-cost multipath"  # several winners, none eliminated
-    UNRESOLVED = "no resolvable candidate"
-    NONE = "no candidate"
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """A source of routes: its kind and name, e.g. ``static/uplinks`` or ``kernel/proto=dhcp``."""
-
-    kind: SourceKind
-    name: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.kind, self.name)))
-
-    def __hash__(self) -> int:  # cached: the RIB counts routes per origin, one hash per route
-        return self._hash
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class NextHop:
-    """One next hop. A gateway is an address string (canonical); `dev` an interface name."""
-
-    gateway: str | None = None
-    dev: str | None = None
-    weight: int = 1
-
-    def __str__(self) -> str:
-        parts = []
-        if self.gateway:
-            parts.append(f"via {self.gateway}")
-        if self.dev:
-            parts.append(f"dev {self.dev}")
-        if self.weight != 1:
-            parts.append(f"weight {self.weight}")
-        return " ".join(parts)
-
-
-class BgpAttrs(NamedTuple):
-    """Path attributes that the best-path steps read. (A named tuple, as `Candidate`: one is built
-    per distinct received attribute set, and a tuple is built several times faster than a frozen
-    dataclass; `_replace` gives a changed copy.)"""
-
-    peer_address: str
-    peer_as: int
-    router_id: str
-    ebgp: bool
-    local_pref: int = 100
-    as_path: tuple[int, ...] = ()
-    origin: BgpOrigin = BgpOrigin.IGP
-    med: int = 0
-    communities: tuple[str, ...] = ()
-    large_communities: tuple[str, ...] = ()
-
-    @property
-    def neighbor_as(self) -> int:
-        """The AS the path was learned from (first AS in the path, else the peer's AS)."""
-        return self.as_path[0] if self.as_path else self.peer_as
-
-
-class Candidate(NamedTuple):
-    """One origin's route for one prefix. A BGP peer with ADD-PATH (RFC 7911) offers several
-    routes for one prefix: each is its own candidate, told apart by `path_id` (the RIB keys a
-    candidate by origin and path id; None: the peer sends one path per prefix)."""
-
-    origin: Origin
-    distance: int
-    nexthops: tuple[NextHop, ...] = ()
-    type: RouteType = RouteType.UNICAST
-    bgp: BgpAttrs | None = None
-    metric: int | None = None  # kernel metric wanted by policy; None: the FIB default
-    path_id: int | None = None  # ADD-PATH path identifier
-
-    def describe(self) -> str:
-        if self.type != RouteType.UNICAST:
-            return self.type.name.lower()
-        return ", ".join(str(nh) for nh in self.nexthops) or "-"
 
 
 @dataclass(frozen=True, slots=True)

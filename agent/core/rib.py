@@ -245,7 +245,7 @@ class Rib(RibViews):
         entry = self._routes.get(prefix)
         if entry is None:
             return None
-        if entry.__class__ is Candidate:  # one origin: no selection needed
+        if entry.__class__ is not tuple:  # one origin (a bare candidate, of either shape): no selection needed
             hit = self._single_cache.get(id(entry))
             if hit is not None and hit[0] is entry and hit[1] == self.resolver.generation:
                 return hit[2]

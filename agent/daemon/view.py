@@ -95,10 +95,10 @@ class AgentView:
         for prefix in rib.prefixes():
             if prefix not in fib.actual or prefix in fib.pending:
                 continue
-            if not any(c.bgp is not None for c in rib.candidates(prefix)):
+            if not any(c.is_bgp for c in rib.candidates(prefix)):
                 continue
             for w in rib.selection(prefix).winners:
-                if w.bgp is not None:
+                if w.is_bgp:
                     counts[(w.origin.name, prefix_family(prefix))] += 1
         self._installed = (time.monotonic(), now_key, counts)
         return counts

@@ -4,7 +4,8 @@ its routes.
 DOC: owned by `stage.ImportStage` (one instance per configured peer). `PeerState.candidate` turns
 an accepted route into the RIB `Candidate` (step 4 of the import stage, see `stage`): origin
 ``ebgp/PEER`` or ``ibgp/PEER``, distance, next hop (with the peer's device for an IPv6
-link-local next hop) and `BgpAttrs` with the policy's modifications. One candidate is built per
+link-local next hop) and the path attributes with the policy's modifications (a `BgpCandidate`:
+the attributes are fields of the candidate). One candidate is built per
 (attributes object, modifications, next hop) and reused from a bounded cache keyed by identity:
 the codec gives equal attribute sets the same object, so a table of shared attributes builds one
 candidate per attribute set, and a table of distinct ones hashes no attribute set here. ADD-PATH
@@ -23,6 +24,7 @@ from typing import Any
 from ..core.bgp import PathAttrs
 from ..core.model import (
     BgpAttrs,
+    BgpCandidate,
     BgpOrigin,
     Candidate,
     NextHop,
@@ -30,9 +32,12 @@ from ..core.model import (
     Prefix,
     RouteType,
     SourceKind,
+    PeerIdentity,
+    bgp_candidate,
     canonical_address,
     intern,
     nexthops,
+    peer_identity,
 )
 from ..policy.engine import BoundPolicy, PeerInfo
 from ..policy.verdict import NO_MODS, Modifications, Reason, Verdict, shared_verdict
@@ -43,8 +48,7 @@ _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
 # objects, which the codec shares for at most 4096 sets at a time, so more would not hit more
 CANDIDATE_CACHE = 1 << 13
 MAX_PREFIX = "max-prefix"  # the policy name of max-prefix rejections
-_candidate = partial(tuple.__new__, Candidate)  # named tuples without their Python-level __new__
-_bgp_attrs = partial(tuple.__new__, BgpAttrs)
+_bgp_candidate = partial(tuple.__new__, BgpCandidate)  # a named tuple without its Python-level __new__
 _UNICAST = RouteType.UNICAST  # (an enum member's lookup on its class costs ~60 ns in 3.11: once per set here)
 
 
@@ -75,7 +79,7 @@ class PeerState:
     last candidate built (reused while attributes, modifications and next hop stay the same)."""
 
     __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
-                 "key4", "key6", "rejected_kept", "cands", "base", "hops", "max_verdicts", "loop",
+                 "key4", "key6", "rejected_kept", "cands", "identity", "hops", "max_verdicts", "loop",
                  "loop_verdict", "unkept", "paths", "path_cands")
 
     def __init__(self, settings: ImportPeer) -> None:
@@ -96,7 +100,7 @@ class PeerState:
         # (id(attrs), id(mods), next hop) -> (attrs, mods, candidate): the entry holds the objects
         # whose ids are its key, so an id cannot be reused while the entry exists
         self.cands: dict[tuple[int, int, Any], tuple[Any, Modifications, Candidate]] = {}
-        self.base: tuple[Any, BgpAttrs] | None = None
+        self.identity: PeerIdentity | None = None  # (built on first use: `_identity`)
         self.hops: dict[Any, tuple[NextHop, ...]] = {}
         self.max_verdicts: dict[int, Verdict] = {}
         self.path_cands: dict[tuple[int, int], tuple[Candidate, Candidate]] = {}  # see path_candidate
@@ -119,19 +123,35 @@ class PeerState:
         """The candidate for routes with these attributes, modifications and next hop: one object
         per combination while it is cached (the codec gives equal attribute sets of one peer the
         same object, so this shares candidates across UPDATEs without hashing attribute sets; a
-        candidate names its peer, so sharing across peers is impossible anyway)."""
+        candidate names its peer, so sharing across peers is impossible anyway). A
+        `BgpCandidate`: the attributes are its own fields, built here in one tuple from the
+        codec's record."""
         key = (id(attrs), id(mods), nexthop)
         hit = self.cands.get(key)
         if hit is not None and hit[0] is attrs and hit[1] is mods:
             return hit[2]
-        bgp = self._base_attrs(attrs)
-        if mods is not NO_MODS and mods.changes_attrs:
-            bgp = mods.apply(bgp)
         hops = self.hops.get(nexthop)
         if hops is None:
             hops = self._nexthops(nexthop)
-        cand = _candidate((self.origin, self.distance if mods.distance is None else mods.distance, hops,
-                           _UNICAST, bgp, mods.metric, None))
+        distance = self.distance if mods.distance is None else mods.distance
+        if attrs.__class__ is PathAttrs:  # the codecs' record: its fields are there, as tuples
+            ident = self.identity
+            if ident is None:
+                ident = self._identity(None)
+            local_pref, med, origin = attrs.local_pref, attrs.med, attrs.origin
+            cand = _bgp_candidate((
+                self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
+                100 if ident.ebgp or local_pref is None else local_pref,
+                attrs.as_path,
+                origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
+                0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
+                attrs.communities,
+                attrs.large_communities,
+            ))
+        else:
+            cand = self._other_candidate(attrs, distance, hops, mods.metric)
+        if mods is not NO_MODS and mods.changes_attrs:
+            cand = mods.apply(cand)
         if len(self.cands) >= CANDIDATE_CACHE:
             self.cands.clear()
         self.cands[key] = (attrs, mods, cand)
@@ -163,46 +183,38 @@ class PeerState:
         """Settings, policies or distances changed: build candidates anew."""
         self.cands.clear()
         self.path_cands.clear()
-        self.base = None
+        self.identity = None
 
-    def _base_attrs(self, attrs: Any) -> BgpAttrs:
-        base = self.base
-        if base is not None and base[0] is attrs:
-            return base[1]
+    def _identity(self, router_id: str | None) -> PeerIdentity:
+        """The shared identity of this peer's paths (`router_id`: one the attributes name)."""
         s = self.settings
-        if attrs.__class__ is PathAttrs:  # the codecs' record: its fields are there, as tuples
-            local_pref, med, origin = attrs.local_pref, attrs.med, attrs.origin
-            bgp = _bgp_attrs((
-                s.address, s.asn, s.router_id or s.address, s.ebgp,
-                100 if s.ebgp or local_pref is None else local_pref,
-                attrs.as_path,
-                origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
-                0 if med is None else med,
-                attrs.communities,
-                attrs.large_communities,
-            ))
-        elif isinstance(attrs, BgpAttrs):
-            bgp = attrs
-            if s.ebgp and bgp.local_pref != 100:
-                bgp = bgp._replace(local_pref=100)
-        else:
-            local_pref = getattr(attrs, "local_pref", None)
-            med = getattr(attrs, "med", None)
-            origin = getattr(attrs, "origin", BgpOrigin.IGP)
-            bgp = _bgp_attrs((
-                s.address,
-                s.asn,
-                getattr(attrs, "router_id", None) or s.router_id or s.address,
-                s.ebgp,
-                100 if s.ebgp or local_pref is None else local_pref,
-                tuple(getattr(attrs, "as_path", ())),
-                origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
-                0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                tuple(getattr(attrs, "communities", ())),
-                tuple(getattr(attrs, "large_communities", ())),
-            ))
-        self.base = (attrs, bgp)
-        return bgp
+        ident = peer_identity(s.address, s.asn, router_id or s.router_id or s.address, s.ebgp)
+        if router_id is None:
+            self.identity = ident
+        return ident
+
+    def _other_candidate(self, attrs: Any, distance: int, hops: tuple[NextHop, ...],
+                         metric: int | None) -> BgpCandidate:
+        """The candidate for attributes that are not the codecs' record: a `BgpAttrs` (kept as
+        it is, but an eBGP route's LOCAL_PREF is ours: 100) or any object with some of the
+        attribute names (the JSON path, tests)."""
+        ebgp = self.settings.ebgp
+        if isinstance(attrs, BgpAttrs):
+            if ebgp and attrs.local_pref != 100:
+                attrs = attrs._replace(local_pref=100)
+            return bgp_candidate(self.origin, distance, hops, _UNICAST, attrs, metric)
+        local_pref = getattr(attrs, "local_pref", None)
+        med = getattr(attrs, "med", None)
+        origin = getattr(attrs, "origin", BgpOrigin.IGP)
+        return _bgp_candidate((
+            self.origin, distance, hops, _UNICAST, self._identity(getattr(attrs, "router_id", None)), metric, None,
+            100 if ebgp or local_pref is None else local_pref,
+            tuple(getattr(attrs, "as_path", ())),
+            origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
+            0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
+            tuple(getattr(attrs, "communities", ())),
+            tuple(getattr(attrs, "large_communities", ())),
+        ))
 
     def _nexthops(self, nexthop: str | None) -> tuple[NextHop, ...]:
         if not nexthop:

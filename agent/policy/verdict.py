@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.model import BgpAttrs
+from ..core.model import BgpAttrs, BgpCandidate
 
 CACHE_LIMIT = 8192
 
@@ -112,8 +112,9 @@ class Modifications:
             next_hop=pick("next_hop"),
         )
 
-    def apply(self, attrs: BgpAttrs) -> BgpAttrs:
-        """`attrs` with local-pref and communities changed (distance and metric are not attributes)."""
+    def apply(self, attrs: BgpAttrs | BgpCandidate) -> BgpAttrs | BgpCandidate:
+        """`attrs` (attributes, or a BGP candidate: its attributes are its fields) with local-pref
+        and communities changed (distance and metric are not attributes)."""
         changes: dict[str, Any] = {}
         if self.local_pref is not None and self.local_pref != attrs.local_pref:
             changes["local_pref"] = self.local_pref

@@ -1,0 +1,198 @@
+"""Candidates: one origin's offer for one prefix, and the BGP attributes best-path reads.
+
+DOC: a candidate is built per distinct received attribute set (480k of them in a full table,
+shared by the prefixes of their UPDATEs), so its size is most of the RIB's memory per route
+after the dict slots. It is a named tuple (built several times faster than a frozen dataclass),
+in one of two shapes:
+
+* `Candidate`: ``(origin, distance, nexthops, type, bgp, metric, path_id)``, with ``bgp`` None:
+  static, kernel and connected routes.
+* `BgpCandidate` (a subclass, built by ``Candidate(..., bgp=attrs)`` or directly): the BGP path
+  attributes are fields of the candidate itself, after the common ones, and the four values that
+  are the same for every path of a peer session (address, AS, router id, eBGP) are one shared
+  `PeerIdentity` in the place of ``bgp``. One 13-item tuple (144 octets) instead of a candidate
+  and a separate `BgpAttrs` (104 + 128): the full table's candidates take 35 bytes per route
+  less. The best-path steps read the fields directly (``c.local_pref``, ``c.bgp_origin``,
+  ``c.med``, ``c.neighbor_as`` ...; ``c.is_bgp`` tells the shapes apart without building
+  anything). ``c.bgp`` still gives the attributes as a `BgpAttrs` (built on each read: for
+  views, tests and other cold code). The BGP ORIGIN attribute is ``bgp_origin`` on the
+  candidate, because ``origin`` is the candidate's source (`Origin`) in both shapes.
+
+Equality and hashing are the tuple's: two BGP candidates are equal when every field is; a
+candidate of one shape never equals one of the other.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any, NamedTuple
+
+from .values import BgpOrigin, NextHop, Origin, RouteType
+
+
+class BgpAttrs(NamedTuple):
+    """Path attributes that the best-path steps read, as one value (a `BgpCandidate` holds them
+    as its own fields: this is the form policy tests, views and the JSON path exchange; `_replace`
+    gives a changed copy)."""
+
+    peer_address: str
+    peer_as: int
+    router_id: str
+    ebgp: bool
+    local_pref: int = 100
+    as_path: tuple[int, ...] = ()
+    origin: BgpOrigin = BgpOrigin.IGP
+    med: int = 0
+    communities: tuple[str, ...] = ()
+    large_communities: tuple[str, ...] = ()
+
+    @property
+    def neighbor_as(self) -> int:
+        """The AS the path was learned from (first AS in the path, else the peer's AS)."""
+        return self.as_path[0] if self.as_path else self.peer_as
+
+
+class PeerIdentity(NamedTuple):
+    """Who a BGP path came from: the same for every path of one peer session (one shared object,
+    `peer_identity`)."""
+
+    address: str
+    asn: int
+    router_id: str
+    ebgp: bool
+
+
+_identities: dict[PeerIdentity, PeerIdentity] = {}
+
+
+def peer_identity(address: str, asn: int, router_id: str, ebgp: bool) -> PeerIdentity:
+    """The shared `PeerIdentity` with these values (a few per peer over the agent's life: the
+    table is cleared if it ever grows past 4096)."""
+    ident = PeerIdentity(address, asn, router_id, ebgp)
+    hit = _identities.get(ident)
+    if hit is None:
+        if len(_identities) >= 4096:
+            _identities.clear()
+        hit = _identities[ident] = ident
+    return hit
+
+
+class _CandidateFields(NamedTuple):
+    origin: Origin
+    distance: int
+    nexthops: tuple[NextHop, ...] = ()
+    type: RouteType = RouteType.UNICAST
+    bgp: BgpAttrs | None = None
+    metric: int | None = None  # kernel metric wanted by policy; None: the FIB default
+    path_id: int | None = None  # ADD-PATH path identifier
+
+
+class Candidate(_CandidateFields):
+    """One origin's route for one prefix. A BGP peer with ADD-PATH (RFC 7911) offers several
+    routes for one prefix: each is its own candidate, told apart by `path_id` (the RIB keys a
+    candidate by origin and path id; None: the peer sends one path per prefix). Given `bgp`
+    attributes, the constructor builds a `BgpCandidate` (see the module doc)."""
+
+    __slots__ = ()
+    is_bgp = False
+
+    def __new__(cls, origin: Origin, distance: int, nexthops: tuple[NextHop, ...] = (),
+                type: RouteType = RouteType.UNICAST, bgp: Any = None, metric: int | None = None,
+                path_id: int | None = None) -> Candidate:
+        if bgp is None:
+            return tuple.__new__(cls, (origin, distance, nexthops, type, None, metric, path_id))
+        return bgp_candidate(origin, distance, nexthops, type, bgp, metric, path_id)
+
+    def describe(self) -> str:
+        if self.type != RouteType.UNICAST:
+            return self.type.name.lower()
+        return ", ".join(str(nh) for nh in self.nexthops) or "-"
+
+
+BGP_FIELDS = ("origin", "distance", "nexthops", "type", "peer", "metric", "path_id",
+              "local_pref", "as_path", "bgp_origin", "med", "communities", "large_communities")
+_Layout = namedtuple("_Layout", BGP_FIELDS)  # (its C field readers serve `BgpCandidate`)
+_INDEX = {name: i for i, name in enumerate(BGP_FIELDS)}
+_UNSET = object()
+
+
+class BgpCandidate(Candidate):
+    """A BGP peer's candidate: the common fields, then the path attributes (module doc). Build
+    it with ``Candidate(..., bgp=attrs)``, or as ``tuple.__new__(BgpCandidate, (...))`` in
+    `BGP_FIELDS` order on hot paths."""
+
+    __slots__ = ()
+    is_bgp = True
+    _fields = BGP_FIELDS
+    peer = _Layout.peer  # the shared `PeerIdentity`
+    local_pref = _Layout.local_pref
+    as_path = _Layout.as_path
+    bgp_origin = _Layout.bgp_origin
+    med = _Layout.med
+    communities = _Layout.communities
+    large_communities = _Layout.large_communities
+
+    def __new__(cls, *values: Any) -> BgpCandidate:
+        if len(values) != len(BGP_FIELDS):
+            raise TypeError(f"BgpCandidate takes {len(BGP_FIELDS)} values, got {len(values)}")
+        return tuple.__new__(cls, values)
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
+
+    @property
+    def bgp(self) -> BgpAttrs:  # type: ignore[override]
+        p = self[4]
+        return tuple.__new__(BgpAttrs, (p.address, p.asn, p.router_id, p.ebgp, *self[7:]))
+
+    @property
+    def peer_address(self) -> str:
+        return self[4].address
+
+    @property
+    def peer_as(self) -> int:
+        return self[4].asn
+
+    @property
+    def router_id(self) -> str:
+        return self[4].router_id
+
+    @property
+    def ebgp(self) -> bool:
+        return self[4].ebgp
+
+    @property
+    def neighbor_as(self) -> int:
+        """The AS the path was learned from (first AS in the path, else the peer's AS)."""
+        path = self[8]
+        return path[0] if path else self[4].asn
+
+    @classmethod
+    def _make(cls, iterable: Any) -> BgpCandidate:
+        return cls(*iterable)
+
+    def _replace(self, **changes: Any) -> Candidate:
+        values = list(self)
+        bgp = changes.pop("bgp", _UNSET)
+        if bgp is not _UNSET:  # new attributes (or none: a plain candidate)
+            return Candidate(*values[:4], bgp, values[5], values[6])._replace(**changes)
+        for name, value in changes.items():
+            i = _INDEX.get(name)
+            if i is None:
+                raise ValueError(f"got unexpected field name: {name!r}")
+            values[i] = value
+        return tuple.__new__(BgpCandidate, values)
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(BGP_FIELDS, self))
+
+    def __repr__(self) -> str:
+        return "BgpCandidate(" + ", ".join(f"{n}={v!r}" for n, v in zip(BGP_FIELDS, self)) + ")"
+
+
+def bgp_candidate(origin: Origin, distance: int, nexthops: tuple[NextHop, ...], type: RouteType, bgp: Any,
+                  metric: int | None = None, path_id: int | None = None) -> BgpCandidate:
+    """The `BgpCandidate` with the attributes of `bgp` (a `BgpAttrs`, or anything with its fields)."""
+    peer = peer_identity(bgp.peer_address, bgp.peer_as, bgp.router_id, bgp.ebgp)
+    return tuple.__new__(BgpCandidate, (origin, distance, nexthops, type, peer, metric, path_id, bgp.local_pref,
+                                        bgp.as_path, bgp.origin, bgp.med, bgp.communities, bgp.large_communities))

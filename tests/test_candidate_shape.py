@@ -1,0 +1,95 @@
+"""The two shapes of a candidate (`agent.core.candidate`): a BGP candidate holds its path
+attributes as its own fields and shares one `PeerIdentity` per peer, and still reads, compares,
+copies and replaces like a candidate with a separate `BgpAttrs`."""
+
+import copy
+import gc
+import importlib
+import pickle
+import sys
+
+import pytest
+
+from agent.core.model import (
+    BgpAttrs, BgpCandidate, BgpOrigin, Candidate, NextHop, Origin, PeerIdentity, RouteType, SourceKind,
+    nexthops,
+)
+from agent.core.bestpath import select
+from agent.core.bgp import PathAttrs
+from agent.policy.verdict import NO_MODS, Modifications
+
+peer_mod = importlib.import_module("agent.import.peer")
+ImportPeer, PeerState = peer_mod.ImportPeer, peer_mod.PeerState
+
+ORIGIN = Origin(SourceKind.EBGP, "192.0.2.1")
+HOPS = nexthops(NextHop("192.0.2.1"))
+ATTRS = BgpAttrs("192.0.2.1", 65001, "1.1.1.1", True, local_pref=100, as_path=(65001, 65002),
+                 origin=BgpOrigin.EGP, med=7, communities=("65001:1",), large_communities=("65001:1:2",))
+
+
+def test_a_candidate_given_attributes_is_a_bgp_candidate_holding_them():
+    c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS, metric=30, path_id=4)
+    assert c.__class__ is BgpCandidate and isinstance(c, Candidate) and c.is_bgp
+    assert (c.origin, c.distance, c.nexthops, c.type, c.metric, c.path_id) == (ORIGIN, 20, HOPS, RouteType.UNICAST, 30, 4)
+    assert c.bgp == ATTRS and c.bgp.origin is BgpOrigin.EGP  # the BGP ORIGIN, as a BgpAttrs has it
+    assert (c.local_pref, c.as_path, c.bgp_origin, c.med, c.communities, c.large_communities) == \
+        (100, (65001, 65002), BgpOrigin.EGP, 7, ("65001:1",), ("65001:1:2",))
+    assert (c.peer_address, c.peer_as, c.router_id, c.ebgp, c.neighbor_as) == ("192.0.2.1", 65001, "1.1.1.1", True, 65001)
+    assert c.describe() == "via 192.0.2.1"
+    plain = Candidate(ORIGIN, 1, HOPS)
+    assert plain.__class__ is Candidate and not plain.is_bgp and plain.bgp is None
+
+
+def test_one_peer_identity_is_shared_and_equality_is_by_value():
+    a = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS)
+    b = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(med=7))
+    assert a == b and hash(a) == hash(b) and a.peer is b.peer
+    assert a.peer == PeerIdentity("192.0.2.1", 65001, "1.1.1.1", True)
+    assert a != Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(med=8))
+    assert a != Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(router_id="2.2.2.2"))
+    assert a != Candidate(ORIGIN, 20, HOPS)  # the other shape never equals
+
+
+def test_replace_copy_pickle_and_repr():
+    c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS)
+    assert c._replace(path_id=2).path_id == 2 and c._replace(path_id=2).bgp == ATTRS
+    assert c._replace(med=3).bgp == ATTRS._replace(med=3)
+    assert c._replace(bgp=ATTRS._replace(local_pref=50)).local_pref == 50
+    assert c._replace(bgp=None) == Candidate(ORIGIN, 20, HOPS)
+    with pytest.raises(ValueError):
+        c._replace(peer_as=1)  # a peer's values are one shared object, not fields
+    assert copy.copy(c) == c and pickle.loads(pickle.dumps(c)) == c
+    assert c._asdict()["bgp_origin"] is BgpOrigin.EGP and "med=7" in repr(c)
+    assert BgpCandidate._make(tuple(c)) == c
+    with pytest.raises(TypeError):
+        BgpCandidate(*tuple(c)[:7])
+
+
+def test_a_bgp_candidate_is_one_object_smaller_than_a_candidate_and_its_attributes():
+    c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS)
+    old = sys.getsizeof(tuple.__new__(Candidate, (ORIGIN, 20, HOPS, RouteType.UNICAST, ATTRS, None, None))) \
+        + sys.getsizeof(ATTRS)
+    assert gc.is_tracked(c) and sys.getsizeof(c) <= old - 64  # (one object header and collector header fewer, and the peer shared)
+
+
+def test_best_path_reads_the_fields_of_both_shapes():
+    ibgp = Origin(SourceKind.IBGP, "10.0.0.2")
+    one = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS)
+    two = Candidate(ibgp, 20, nexthops(NextHop("10.0.0.2")),
+                    bgp=ATTRS._replace(peer_address="10.0.0.2", ebgp=False, origin=BgpOrigin.IGP))
+    assert select([one, two]).winners == (two,)  # IGP < EGP
+    assert select([one, two._replace(bgp_origin=BgpOrigin.INCOMPLETE)]).winners == (one,)
+    static = Candidate(Origin(SourceKind.STATIC, "cfg"), 20, HOPS)
+    assert select([one, static]).winners == (static,)  # source kind at equal distance
+
+
+def test_the_import_stage_builds_the_same_candidate_from_the_codec_record_and_from_attributes():
+    st = PeerState(ImportPeer("192.0.2.1", 65001, True, router_id="1.1.1.1"))
+    rec = PathAttrs(origin=BgpOrigin.EGP, as_path=(65001, 65002), med=7, local_pref=500,
+                    communities=("65001:1",), large_communities=("65001:1:2",))
+    from_record = st.candidate("192.0.2.1", rec, NO_MODS)
+    from_attrs = st.candidate("192.0.2.1", ATTRS._replace(local_pref=500), NO_MODS)
+    assert from_record.__class__ is BgpCandidate and from_record == from_attrs
+    assert from_record.local_pref == 100  # eBGP: LOCAL_PREF is ours
+    modded = st.candidate("192.0.2.1", rec, Modifications(local_pref=300, add_communities=("65000:9",)))
+    assert modded.local_pref == 300 and modded.communities == ("65001:1", "65000:9") and modded.med == 7
