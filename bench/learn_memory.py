@@ -158,15 +158,13 @@ def lines_of(bodies: list[bytes]) -> list[bytes]:
 def relay_lines(lines: list[bytes], chunk: int = 64) -> list[bytes]:
     """`lines` as ExaBGP's API helper hands them to the agent (`agent/speaker/relay.py
     --decode`): decoded into ``wire-events`` lines of up to 256 UPDATEs, converted `chunk` lines
-    (one pipe read) at a time. The helper's own settings are undone afterwards: the agent
-    shares decoded values (`wire_values.SHARE_VALUES`), the helper does not."""
-    from agent.speaker import relay, wire_values
+    (one pipe read) at a time."""
+    from agent.speaker import relay
 
     convert = relay._decoder()
     out: list[bytes] = []
     for i in range(0, len(lines), chunk):
         out += convert(lines[i:i + chunk])
-    wire_values.SHARE_VALUES = True
     return out
 
 

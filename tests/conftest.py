@@ -6,19 +6,6 @@ import gc
 
 import pytest
 
-from agent.speaker import wire_values
-
-
-@pytest.fixture(autouse=True)
-def _relay_settings_as_found():
-    """The relay's decoder (`agent.speaker.relay._decoder`, which tests call in process) turns off
-    the sharing of decoded values for the whole interpreter: give every test the setting it found."""
-    shared = wire_values.SHARE_VALUES
-    yield
-    if wire_values.SHARE_VALUES != shared:
-        wire_values.SHARE_VALUES = shared
-        wire_values.clear_memos()  # (no unshared value stays in a memo for later tests)
-
 
 @pytest.fixture(autouse=True)
 def _collector_as_found():

@@ -15,6 +15,7 @@ from agent.core.model import (
     nexthops,
 )
 from agent.core.bestpath import select
+from agent.core.communities import Communities, LargeCommunities
 from agent.core.bgp import PathAttrs
 from agent.policy.verdict import NO_MODS, Modifications
 
@@ -36,6 +37,9 @@ def test_a_candidate_given_attributes_is_a_bgp_candidate_holding_them():
         (100, (65001, 65002), BgpOrigin.EGP, 7, ("65001:1",), ("65001:1:2",))
     assert (c.peer_address, c.peer_as, c.router_id, c.ebgp, c.neighbor_as) == ("192.0.2.1", 65001, "1.1.1.1", True, 65001)
     assert c.describe() == "via 192.0.2.1"
+    # kept packed, in plain bytes (no object of their own beyond the octets), read as before
+    assert c.path == bytes.fromhex("0000fde90000fdea") and c.path_length == 2
+    assert c.comms == ("65001:1",)  # (texts in, as the JSON path gives them: kept as given)
     plain = Candidate(ORIGIN, 1, HOPS)
     assert plain.__class__ is Candidate and not plain.is_bgp and plain.bgp is None
 
@@ -93,3 +97,17 @@ def test_the_import_stage_builds_the_same_candidate_from_the_codec_record_and_fr
     assert from_record.local_pref == 100  # eBGP: LOCAL_PREF is ours
     modded = st.candidate("192.0.2.1", rec, Modifications(local_pref=300, add_communities=("65000:9",)))
     assert modded.local_pref == 300 and modded.communities == ("65001:1", "65000:9") and modded.med == 7
+
+
+def test_the_codecs_lists_are_kept_as_plain_octets_and_read_back_as_lists():
+    comms, large = Communities.of_values([65001 << 16 | 1, 65001 << 16 | 7]), LargeCommunities.of_values([(65001, 1, 2)])
+    c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(communities=comms, large_communities=large,
+                                                        as_path=(4_200_000_001, 65001)))
+    assert c.comms.__class__ is bytes and c.large.__class__ is bytes and c.path.__class__ is bytes
+    assert c.communities == ("65001:1", "65001:7") and isinstance(c.communities, Communities)
+    assert c.large_communities == ("65001:1:2",) and isinstance(c.large_communities, LargeCommunities)
+    assert c.as_path == (4_200_000_001, 65001) and c.neighbor_as == 4_200_000_001 and c.path_length == 2
+    assert c.bgp.communities == comms and c._replace(communities=("65000:9",)).communities == ("65000:9",)
+    assert c._replace(as_path=(1, 2, 3)).path_length == 3
+    empty = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(as_path=(), communities=()))
+    assert empty.as_path == () and empty.neighbor_as == 65001 and empty.communities == ()

@@ -126,24 +126,6 @@ def test_as_path_of_one_sequence_read_at_once_as_the_segment_loop_reads_it(segs,
         assert wire_values.as_path4(raw) == (False if loop is None else (loop, wire_values.flatten(loop)))
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(st.integers(0, (1 << 32) - 1), max_size=8), max_size=6), st.booleans())
-def test_shared_asns_give_equal_paths_of_one_object_per_as_number(paths, cleared):
-    """`shared_asns`: an equal tuple, each AS number one object across paths (whether all of a
-    path's numbers are held already, some, or none: the memo just cleared)."""
-    if cleared:
-        wire_values._ASNS.clear()
-    first = [wire_values.shared_asns(tuple(int(str(a)) for a in p)) for p in paths]
-    again = [wire_values.shared_asns(tuple(int(str(a)) for a in p)) for p in paths]
-    for p, a, b in zip(paths, first, again):
-        assert a.__class__ is b.__class__ is tuple and a == b == tuple(p)
-        assert all(x is y for x, y in zip(a, b))
-    held = {}
-    for a in first:
-        for x in a:
-            assert held.setdefault(x, x) is x
-
-
 AS4_TABLE = [
     # (AS_PATH on the 2-octet wire, AS4_PATH, extra attributes, expected as_path)
     ("AS_TRANS replaced", [65001, 23456], [4_200_000_000], [], (65001, 4_200_000_000)),

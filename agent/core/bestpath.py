@@ -65,7 +65,7 @@ def step_local_pref(cands: list[Candidate]) -> list[Candidate]:
 
 
 def step_as_path(cands: list[Candidate]) -> list[Candidate]:
-    return _keep_min(cands, lambda c: len(c.as_path))
+    return _keep_min(cands, lambda c: c.path_length)
 
 
 def step_origin(cands: list[Candidate]) -> list[Candidate]:
@@ -171,7 +171,7 @@ def select(
 
 def _equal_cost(c: Candidate) -> tuple:
     """What the distance and BGP_STEPS read: candidates alike in all of it keep each other."""
-    return c.distance, c.local_pref, len(c.as_path), c.bgp_origin, c.med, c.ebgp
+    return c.distance, c.local_pref, c.path_length, c.bgp_origin, c.med, c.ebgp
 
 
 def _select_bgp(cands, reason, max_paths: int, relax: bool, equal: bool = False) -> Selection:

@@ -24,9 +24,11 @@ candidate of one shape never equals one of the other.
 
 from __future__ import annotations
 
+import struct
 from collections import namedtuple
 from typing import Any, NamedTuple
 
+from .communities import Communities, LargeCommunities
 from .values import BgpOrigin, NextHop, Origin, RouteType
 
 
@@ -110,10 +112,42 @@ class Candidate(_CandidateFields):
 
 
 BGP_FIELDS = ("origin", "distance", "nexthops", "type", "peer", "metric", "path_id",
-              "local_pref", "as_path", "bgp_origin", "med", "communities", "large_communities")
+              "local_pref", "path", "bgp_origin", "med", "comms", "large")
 _Layout = namedtuple("_Layout", BGP_FIELDS)  # (its C field readers serve `BgpCandidate`)
 _INDEX = {name: i for i, name in enumerate(BGP_FIELDS)}
 _UNSET = object()
+_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def _struct(count: int) -> struct.Struct:
+    s = _STRUCTS.get(count)
+    if s is None:
+        s = _STRUCTS[count] = struct.Struct(f">{count}I")
+    return s
+
+
+def pack_path(path: Any) -> bytes:
+    """An AS path (AS numbers in order) as its packed 4-octet values (as is if already packed)."""
+    if path.__class__ is bytes:
+        return path
+    return _struct(len(path)).pack(*path) if path else b""
+
+
+def path_asns(packed: bytes) -> tuple[int, ...]:
+    """The AS numbers of a packed AS path."""
+    return _struct(len(packed) >> 2).unpack(packed) if packed else ()
+
+
+def keep_communities(values: Any) -> Any:
+    """A community list as a candidate keeps it: the octets of a packed list (plain `bytes`: no
+    object header beyond the octets'), else the tuple of texts as given (the JSON path, tests)."""
+    if values.__class__ is tuple:
+        return values
+    return bytes(values) if isinstance(values, bytes) else tuple(values)
+
+
+_FIRST = _struct(1)
+_READ_AS = {"as_path": 8, "communities": 11, "large_communities": 12}  # `_replace` names the readers' forms too
 
 
 class BgpCandidate(Candidate):
@@ -126,11 +160,11 @@ class BgpCandidate(Candidate):
     _fields = BGP_FIELDS
     peer = _Layout.peer  # the shared `PeerIdentity`
     local_pref = _Layout.local_pref
-    as_path = _Layout.as_path
+    path = _Layout.path  # the AS path packed (`pack_path`): `as_path` reads it as AS numbers
     bgp_origin = _Layout.bgp_origin
     med = _Layout.med
-    communities = _Layout.communities
-    large_communities = _Layout.large_communities
+    comms = _Layout.comms  # octets of the communities (or a tuple of texts): `communities` reads them
+    large = _Layout.large  # the same for the large communities: `large_communities`
 
     def __new__(cls, *values: Any) -> BgpCandidate:
         if len(values) != len(BGP_FIELDS):
@@ -143,7 +177,27 @@ class BgpCandidate(Candidate):
     @property
     def bgp(self) -> BgpAttrs:  # type: ignore[override]
         p = self[4]
-        return tuple.__new__(BgpAttrs, (p.address, p.asn, p.router_id, p.ebgp, *self[7:]))
+        return tuple.__new__(BgpAttrs, (p.address, p.asn, p.router_id, p.ebgp, self[7], self.as_path, self[9],
+                                        self[10], self.communities, self.large_communities))
+
+    @property
+    def as_path(self) -> tuple[int, ...]:
+        return path_asns(self[8])
+
+    @property
+    def path_length(self) -> int:
+        """The AS path's length as best path compares it (its AS numbers, as ``len(as_path)``)."""
+        return len(self[8]) >> 2
+
+    @property
+    def communities(self) -> Communities | tuple[str, ...]:
+        c = self[11]
+        return c if c.__class__ is tuple else Communities.packed(c)
+
+    @property
+    def large_communities(self) -> LargeCommunities | tuple[str, ...]:
+        c = self[12]
+        return c if c.__class__ is tuple else LargeCommunities.packed(c)
 
     @property
     def peer_address(self) -> str:
@@ -165,7 +219,7 @@ class BgpCandidate(Candidate):
     def neighbor_as(self) -> int:
         """The AS the path was learned from (first AS in the path, else the peer's AS)."""
         path = self[8]
-        return path[0] if path else self[4].asn
+        return _FIRST.unpack_from(path)[0] if path else self[4].asn
 
     @classmethod
     def _make(cls, iterable: Any) -> BgpCandidate:
@@ -179,7 +233,10 @@ class BgpCandidate(Candidate):
         for name, value in changes.items():
             i = _INDEX.get(name)
             if i is None:
-                raise ValueError(f"got unexpected field name: {name!r}")
+                i = _READ_AS.get(name)
+                if i is None:
+                    raise ValueError(f"got unexpected field name: {name!r}")
+                value = pack_path(value) if i == 8 else keep_communities(value)
             values[i] = value
         return tuple.__new__(BgpCandidate, values)
 
@@ -187,7 +244,8 @@ class BgpCandidate(Candidate):
         return dict(zip(BGP_FIELDS, self))
 
     def __repr__(self) -> str:
-        return "BgpCandidate(" + ", ".join(f"{n}={v!r}" for n, v in zip(BGP_FIELDS, self)) + ")"
+        shown = {**self._asdict(), "path": self.as_path, "comms": self.communities, "large": self.large_communities}
+        return "BgpCandidate(" + ", ".join(f"{n}={v!r}" for n, v in shown.items()) + ")"
 
 
 def bgp_candidate(origin: Origin, distance: int, nexthops: tuple[NextHop, ...], type: RouteType, bgp: Any,
@@ -195,4 +253,5 @@ def bgp_candidate(origin: Origin, distance: int, nexthops: tuple[NextHop, ...], 
     """The `BgpCandidate` with the attributes of `bgp` (a `BgpAttrs`, or anything with its fields)."""
     peer = peer_identity(bgp.peer_address, bgp.peer_as, bgp.router_id, bgp.ebgp)
     return tuple.__new__(BgpCandidate, (origin, distance, nexthops, type, peer, metric, path_id, bgp.local_pref,
-                                        bgp.as_path, bgp.origin, bgp.med, bgp.communities, bgp.large_communities))
+                                        pack_path(bgp.as_path), bgp.origin, bgp.med, keep_communities(bgp.communities),
+                                        keep_communities(bgp.large_communities)))

@@ -36,7 +36,9 @@ from ..core.model import (
     bgp_candidate,
     canonical_address,
     intern,
+    keep_communities,
     nexthops,
+    pack_path,
     peer_identity,
 )
 from ..policy.engine import BoundPolicy, PeerInfo
@@ -142,11 +144,11 @@ class PeerState:
             cand = _bgp_candidate((
                 self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
                 100 if ident.ebgp or local_pref is None else local_pref,
-                attrs.as_path,
+                pack_path(attrs.as_path),
                 origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
                 0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                attrs.communities,
-                attrs.large_communities,
+                keep_communities(attrs.communities),
+                keep_communities(attrs.large_communities),
             ))
         else:
             cand = self._other_candidate(attrs, distance, hops, mods.metric)
@@ -209,11 +211,11 @@ class PeerState:
         return _bgp_candidate((
             self.origin, distance, hops, _UNICAST, self._identity(getattr(attrs, "router_id", None)), metric, None,
             100 if ebgp or local_pref is None else local_pref,
-            tuple(getattr(attrs, "as_path", ())),
+            pack_path(tuple(getattr(attrs, "as_path", ()))),
             origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
             0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-            tuple(getattr(attrs, "communities", ())),
-            tuple(getattr(attrs, "large_communities", ())),
+            keep_communities(getattr(attrs, "communities", ())),
+            keep_communities(getattr(attrs, "large_communities", ())),
         ))
 
     def _nexthops(self, nexthop: str | None) -> tuple[NextHop, ...]:

@@ -75,10 +75,8 @@ def _decoder():
     from marshal import dumps
 
     from agent.core.gctune import tune_gc
-    from agent.speaker import wire_values
     from agent.speaker.wire_records import RecordDecoder, columns
 
-    wire_values.SHARE_VALUES = False  # (the agent shares them when it rebuilds the events)
     tune_gc()
     gc.set_threshold(RELAY_GC_THRESHOLD, 20, 20)  # (see RELAY_GC_THRESHOLD)
     decoder = RecordDecoder()

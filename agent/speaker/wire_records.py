@@ -52,9 +52,8 @@ rebuilder never saw.
 
 Communities travel as their packed octets (`agent.core.communities`: ``raw``, or ``()`` when
 absent) and are rebuilt as `Communities` / `LargeCommunities`.
-Sharing, as the in-process decoder has it: within a new set the AS numbers are the objects
-already held when equal (the decoder's own table, `wire_values.shared_asns`), and AS paths, next
-hops and community lists are the objects held when equal (bounded tables: memory per route of a
+Sharing, as the in-process decoder has it: AS paths, next hops and community lists are the
+objects held when equal (bounded tables: memory per route of a
 full table). A record that does not have this shape, or a number the
 rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
 and code; marshal data comes only from the agent's own relay over its private socket, never from
@@ -71,7 +70,7 @@ from ..core.bgp import Announced, AnnouncedRuns, EndOfRib, Event, Family, PathAt
 from ..core.communities import Communities, LargeCommunities, octets
 from ..core.model import BgpOrigin, Prefix
 from .wire import WireDecoder
-from .wire_values import frozen_builder, shared_asns
+from .wire_values import frozen_builder
 
 V4, V6 = Family.IPV4_UNICAST, Family.IPV6_UNICAST
 _FAM_CODE = {V4: 4, V6: 6}
@@ -354,8 +353,7 @@ class Rebuilder:
         if path:
             held = values.get(path)
             if held is None:
-                held = shared_asns(path)
-                values[held] = held
+                held = values[path] = path
             path = held
         # (the two lists inline, not through one helper: a call per set was 4 % of this rebuild)
         if comms:

@@ -24,9 +24,8 @@ them). AGGREGATOR is validated and dropped (PathAttrs has no field for it).
 Memos: decoded values repeat across UPDATEs far more than whole attribute sets do (one MED per
 route, the same AS paths, next hops and communities), so each kind is memoised by its octets
 (`cached`); pure memoisation, bounded (a memo is cleared when full), `clear_memos` for benchmarks.
-AS numbers are shared too (one object per distinct value, not one per occurrence: memory),
-unless `SHARE_VALUES` is off (the relay's decoder: its values are marshalled, and the agent's
-`wire_records.Rebuilder` shares them).
+AS numbers are not shared across paths: nothing keeps a path's tuple (a candidate packs it,
+`agent.core.candidate.pack_path`), so the ints live as long as the memoised tuple only.
 `frozen_builder` builds frozen dataclasses without their generated ``__init__`` (see there).
 """
 
@@ -103,26 +102,9 @@ def segments(data: bytes, pos: int, end: int, width: int) -> list | None:
         nxt = pos + 2 + count * width
         if count == 0 or not 1 <= kind <= 4 or nxt > end:
             return None
-        out.append((kind, shared_asns(unpack(data, pos + 2, count))))
+        out.append((kind, unpack(data, pos + 2, count)))
         pos = nxt
     return out
-
-
-_ASNS: dict[int, int] = {}
-ASN_MEMO_SIZE = 1 << 18  # distinct ASNs in a full table: ~80k
-
-
-SHARE_VALUES = True  # False: values are not shared (the relay's decoder: its output is marshalled)
-
-
-def shared_asns(values: tuple[int, ...]) -> tuple[int, ...]:
-    """The same AS numbers, each one object however many paths hold it (an int above 256 is an
-    object of its own: 32 octets, for every hop of every path of a full table otherwise)."""
-    if not SHARE_VALUES:
-        return values
-    if len(_ASNS) >= ASN_MEMO_SIZE:
-        _ASNS.clear()
-    return tuple(map(_ASNS.setdefault, values, values))
 
 
 def _path_count(segs) -> int:
@@ -217,7 +199,7 @@ def as_path2(raw: bytes) -> tuple | bool:
 def as_path4(raw: bytes) -> tuple | bool:
     count = len(raw) >> 2
     if count and len(raw) & 3 == 2 and raw[0] == 2 and raw[1] == count:  # one AS_SEQUENCE (most paths)
-        asns = shared_asns(_u32_struct(count).unpack_from(raw, 2))
+        asns = _u32_struct(count).unpack_from(raw, 2)
         return [(2, asns)], (asns, False, ())
     segs = segments(raw, 0, len(raw), 4)
     return False if segs is None else (segs, flatten(segs))
@@ -244,8 +226,7 @@ MEMO_CLUSTERS: dict = {}
 
 def clear_memos() -> None:
     """Forget every memoised value (benchmarks start cold with it)."""
-    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS,
-                 _ASNS):
+    for memo in (MEMO_AS_PATHS2, MEMO_AS_PATHS4, MEMO_NEXT_HOPS, MEMO_COMMS, MEMO_LARGE, MEMO_EXT, MEMO_CLUSTERS):
         memo.clear()
 
 
