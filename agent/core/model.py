@@ -33,7 +33,7 @@ from .values import (  # noqa: F401 (re-exported)
     DEFAULT_DISTANCE, NEVER_INSTALL, BestReason, BgpOrigin, NextHop, Origin, RouteType, SourceKind
 )
 from .candidate import (  # noqa: F401 (re-exported)
-    BgpAttrs, BgpCandidate, Candidate, PeerIdentity, bgp_candidate, keep_communities, pack_path, path_asns,
+    PATH_PACKERS, BgpAttrs, BgpCandidate, Candidate, PeerIdentity, bgp_candidate, keep_communities, pack_path, path_asns,
     peer_identity
 )
 

@@ -52,9 +52,9 @@ rebuilder never saw.
 
 Communities travel as their packed octets (`agent.core.communities`: ``raw``, or ``()`` when
 absent) and are rebuilt as `Communities` / `LargeCommunities`.
-Sharing, as the in-process decoder has it: AS paths, next hops and community lists are the
-objects held when equal (bounded tables: memory per route of a
-full table). A record that does not have this shape, or a number the
+Sharing: next hops and community lists are the objects held when equal (bounded tables: memory
+per route of a full table); AS paths are not (a candidate keeps its path packed,
+`agent.core.candidate.pack_path`, so the tuple is let go with its set). A record that does not have this shape, or a number the
 rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
 and code; marshal data comes only from the agent's own relay over its private socket, never from
 a peer).
@@ -350,11 +350,6 @@ class Rebuilder:
         if len(values) >= VALUES_SIZE:
             values.clear()
         number, origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed = fields
-        if path:
-            held = values.get(path)
-            if held is None:
-                held = values[path] = path
-            path = held
         # (the two lists inline, not through one helper: a call per set was 4 % of this rebuild)
         if comms:
             if comms.__class__ is not bytes or len(comms) & 3:
