@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections import namedtuple
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from .communities import Communities, LargeCommunities
@@ -204,21 +205,11 @@ class BgpCandidate(Candidate):
         c = self[12]
         return c if c.__class__ is tuple else LargeCommunities.packed(c)
 
-    @property
-    def peer_address(self) -> str:
-        return self[4].address
-
-    @property
-    def peer_as(self) -> int:
-        return self[4].asn
-
-    @property
-    def router_id(self) -> str:
-        return self[4].router_id
-
-    @property
-    def ebgp(self) -> bool:
-        return self[4].ebgp
+    # the peer's values, as a `BgpAttrs` names them (read in C: ``attrgetter`` of the shared identity)
+    peer_address = property(attrgetter("peer.address"))
+    peer_as = property(attrgetter("peer.asn"))
+    router_id = property(attrgetter("peer.router_id"))
+    ebgp = property(attrgetter("peer.ebgp"))
 
     @property
     def neighbor_as(self) -> int:
