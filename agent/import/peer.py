@@ -214,7 +214,7 @@ class PeerState:
         return _bgp_candidate((
             self.origin, distance, hops, _UNICAST, self._identity(getattr(attrs, "router_id", None)), metric, None,
             100 if ebgp or local_pref is None else local_pref,
-            pack_path(tuple(getattr(attrs, "as_path", ()))),
+            pack_path(getattr(attrs, "as_path", ())),
             origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
             0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
             keep_communities(getattr(attrs, "communities", ())),
