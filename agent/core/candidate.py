@@ -29,7 +29,7 @@ from collections import namedtuple
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from .communities import Communities, LargeCommunities
+from .communities import Communities, LargeCommunities, octets
 from .values import BgpOrigin, NextHop, Origin, RouteType
 
 
@@ -145,11 +145,10 @@ def path_asns(packed: bytes) -> tuple[int, ...]:
 
 
 def keep_communities(values: Any) -> Any:
-    """A community list as a candidate keeps it: the octets of a packed list (plain `bytes`: no
-    object header beyond the octets'), else the tuple of texts as given (the JSON path, tests)."""
-    if values.__class__ is tuple:
-        return values
-    return bytes(values) if isinstance(values, bytes) else tuple(values)
+    """A community list as a candidate keeps it: `communities.octets` (the octets of a packed list
+    in plain `bytes`, no object header beyond the octets'; a tuple of texts as given: the JSON
+    path, tests), any other sequence of texts as a tuple."""
+    return octets(values) if isinstance(values, (tuple, bytes)) else tuple(values)
 
 
 _FIRST = _struct(1)

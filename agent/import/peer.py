@@ -52,7 +52,6 @@ _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
 CANDIDATE_CACHE = 1 << 13
 MAX_PREFIX = "max-prefix"  # the policy name of max-prefix rejections
 _bgp_candidate = partial(tuple.__new__, BgpCandidate)  # a named tuple without its Python-level __new__
-_PACKERS = PATH_PACKERS
 _UNICAST = RouteType.UNICAST  # (an enum member's lookup on its class costs ~60 ns in 3.11: once per set here)
 
 
@@ -147,10 +146,10 @@ class PeerState:
             cand = _bgp_candidate((
                 self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
                 100 if ident.ebgp or local_pref is None else local_pref,
-                _PACKERS[len(path)](*path) if len(path) < 64 else pack_path(path),  # (`pack_path`, inline)
+                PATH_PACKERS[len(path)](*path) if len(path) < 64 else pack_path(path),  # (`pack_path`, inline)
                 origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
                 0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                comms if comms.__class__ is tuple else bytes(comms),  # (`keep_communities`, inline)
+                comms if comms.__class__ is tuple else bytes(comms),  # (`keep_communities` of the record's, inline)
                 large if large.__class__ is tuple else bytes(large),
             ))
         else:

@@ -21,12 +21,12 @@ For each received route (`receive`):
    exist (the configuration layer should prevent it) fails closed: ``UNKNOWN_POLICY``.
 3. Max-prefix (`maxprefix.MaxPrefix`) for a prefix that becomes accepted (counts accepted
    prefixes, as FRR); ``DISCARD`` or ``TEARDOWN`` turn the verdict into a ``MAX_PREFIX`` rejection.
-4. An accepted route becomes a `BgpCandidate` (`agent.core.candidate`): origin ``ebgp/PEER`` or ``ibgp/PEER``; distance from
-   the policy's ``setAdminDistance``, else the peer's override, else the configured default per
-   kind (eBGP 20, iBGP 200); next hop ``via NH`` (with the peer's device for an IPv6 link-local
-   next hop); the path attributes, as fields of the candidate, with the policy's modifications applied (a LOCAL_PREF received over
-   eBGP is reset to 100 first: RFC 4271 says to ignore it); the kernel metric of
-   ``setKernelMetric``. Attributes may be a `BgpAttrs` or the speaker's received-attributes record
+4. An accepted route becomes a `BgpCandidate` (`agent.core.candidate`): origin ``ebgp/PEER``
+   or ``ibgp/PEER``; distance from the policy's ``setAdminDistance``, else the peer's override,
+   else the configured default per kind (eBGP 20, iBGP 200); next hop ``via NH`` (with the
+   peer's device for an IPv6 link-local next hop); the path attributes, as fields of the
+   candidate, with the policy's modifications applied (a LOCAL_PREF received over eBGP is reset
+   to 100 first: RFC 4271 says to ignore it); the kernel metric of ``setKernelMetric``. Attributes may be a `BgpAttrs` or the speaker's received-attributes record
    (same field names; absent LOCAL_PREF -> 100, absent MED -> 0, router id from `set_router_id`).
    One candidate is built per attribute set (`peer.PeerState.candidate`) and reused while the
    attributes object, the modifications and the next hop stay the same (the codec shares one

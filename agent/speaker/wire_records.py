@@ -54,8 +54,8 @@ Communities travel as their packed octets (`agent.core.communities`: ``raw``, or
 absent) and are rebuilt as `Communities` / `LargeCommunities`.
 Sharing: next hops and community lists are the objects held when equal (bounded tables: memory
 per route of a full table); AS paths are not (a candidate keeps its path packed,
-`agent.core.candidate.pack_path`, so the tuple is let go with its set). A record that does not have this shape, or a number the
-rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
+`agent.core.candidate.pack_path`, so the tuple is let go with its set). A record that does not
+have this shape, or a number the rebuilder does not hold, raises `RecordError` (the relay and the agent run the same interpreter
 and code; marshal data comes only from the agent's own relay over its private socket, never from
 a peer).
 """
