@@ -233,7 +233,7 @@ def test_an_injected_group_replace_overtakes_the_batch_in_flight(ns, fib1024):
                       NhOp(OpKind.ADD, b, 4, NextHop("198.51.100.2", "v1")),
                       NhOp(OpKind.ADD, group, 0, None, ((a, 1), (b, 1)))]) == []
     prefixes = [Prefix.of(4, (10 << 24) | (i << 8), 24) for i in range(60_000)]
-    mon = Monitor(ns.name, ("route", "nexthop"), rcvbuf=16 << 20)
+    mon = Monitor(ns.name, ("route", "nexthop"), rcvbuf=16 << 20, realtime=True)
     try:
         start = len(mon.lines)
         batch = threading.Thread(target=lambda: writes.update(

@@ -26,11 +26,14 @@ class Monitor:
     """`ip monitor route` in a namespace, collecting lines in a thread."""
 
     def __init__(self, ns: str, objects: tuple[str, ...] = ("route",), rcvbuf: int | None = None,
-                 strict: bool = True) -> None:
+                 strict: bool = True, realtime: bool = False) -> None:
         """`rcvbuf`: the monitor socket's receive buffer (``ip -rcvbuf``, 1 MiB by default; the
         kernel caps it at net.core.rmem_max): a burst of events larger than it is lost (``ip``
         says "No buffer space available", counted in `lost`); `strict`: `mark` then fails, so a
-        test that counts events never passes on a partial record."""
+        test that counts events never passes on a partial record; `realtime`: ``ip monitor`` runs at
+        real-time priority 1 (``chrt -f 1``), so that a burst written while both cores are busy is
+        read as it comes instead of piling up in a socket buffer the kernel caps at
+        net.core.rmem_max (``ip -rcvbuf`` is SO_RCVBUF: a larger request is cut to it)."""
         self.ns = ns
         self.lines: list[str] = []
         self.lost = 0
@@ -41,8 +44,9 @@ class Monitor:
         self._file = open(path, "rb")  # (its own offset: the child appends through its own)
         os.unlink(path)
         with os.fdopen(fd, "wb") as out:
-            self.proc = subprocess.Popen(["ip", "-n", ns, *(["-rcvbuf", str(rcvbuf)] if rcvbuf else []),
-                                          "monitor", *objects], stdout=out, stderr=subprocess.PIPE, text=True)
+            argv = ["ip", "-n", ns, *(["-rcvbuf", str(rcvbuf)] if rcvbuf else []), "monitor", *objects]
+            self.proc = subprocess.Popen([*(["chrt", "-f", "1"] if realtime else []), *argv], stdout=out,
+                                         stderr=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
         threading.Thread(target=self._errors, daemon=True).start()
