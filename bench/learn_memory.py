@@ -110,7 +110,7 @@ class Harness:
         config = load_text(CONFIG)
         self.routing = r = Routing(config, imp=importlib.import_module("agent.import"), queue=EventQueue(),
                                    metrics=None, state_dir=tmp)
-        r.nhg = NhLayer(r.settings.protocol)
+        r.nhg = NhLayer(r.settings.protocol, r.fib)
         r.rib.set_link("veth0", True)
         r.rib.set_connected([(Prefix.parse("10.0.0.0/24"), "veth0", True),
                              (Prefix.parse("fd00::/64"), "veth0", True)])
@@ -135,10 +135,12 @@ class Harness:
             freezer.after_pass(time.monotonic())
 
     def flush(self) -> None:
+        from agent.fib.nhusers import record_outcome
+
         r = self.routing
         ops = r.fib.plan(False)
         kops = r.nhg.expand(ops, False)
-        r.fib.done(ops, r.nhg.done(kops, []))
+        record_outcome(r.fib, r.nhg, ops, kops, [])
 
     def routes(self) -> int:
         return len(self.routing.fib.actual)

@@ -166,6 +166,7 @@ def test_the_in_flight_table_taken_over_whole_only_while_it_is_the_batch(monkeyp
 # ---- the nexthop layer (`NhLayer.expand` / `done`) --------------------------------------------
 
 from agent.fib.nhg import NhLayer  # noqa: E402
+from agent.fib.nhusers import record_outcome  # noqa: E402
 from agent.fib.types import NhRouteOp, Op  # noqa: E402
 
 NH_ROUTES = [route("10.0.0.1", 20), route("10.0.0.2", 20), route("10.0.0.1", 30),
@@ -177,8 +178,13 @@ NH_ROUTES = [route("10.0.0.1", 20), route("10.0.0.2", 20), route("10.0.0.1", 30)
 NH_POOL = [P(f"10.{2 + i // 256}.{i % 256}.0/24") for i in range(1500)] + POOL[120:]
 
 
+def via(nhg: NhLayer) -> dict:
+    """prefix -> (group, metric) of the routes in the reconciler's table that point at a group."""
+    return {p: (r.nhid, r.metric) for p, r in nhg.actual.items() if r.nhid}
+
+
 def nh_state(nhg: NhLayer):
-    return (dict(nhg.via), dict(nhg.users), dict(nhg.objects), dict(nhg.key_of), dict(nhg.by_key), nhg._next)
+    return (via(nhg), dict(nhg.users), dict(nhg.objects), dict(nhg.key_of), dict(nhg.by_key), nhg._next)
 
 
 def kernel_view(kops):
@@ -191,7 +197,8 @@ def test_nexthop_lanes_equal_the_general_loops(monkeypatch, seed):
     rnd = random.Random(seed)
     sides = []
     for _ in range(2):
-        fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+        fib = FibState(FibSettings(nexthop_objects="on"))
+        nhg = NhLayer(201, fib)
         fib.gate_open = nhg.gate_open = True
         sides.append((fib, nhg))
     lanes = 0
@@ -213,11 +220,10 @@ def test_nexthop_lanes_equal_the_general_loops(monkeypatch, seed):
             monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
             ops = fib.plan()
             kops = nhg.expand(ops)
-            settled = nhg.take_settled()
+            nhg.take_settled()  # (recorded with the rest of `ops`)
             lanes += k == 0 and nhg.bulk is not None
             errors = [OpError(kops[-1], errno.EEXIST, "x")] if fail_at and kops else []
-            fib.done(ops, nhg.done(kops, errors))
-            fib.done(settled, ())
+            record_outcome(fib, nhg, ops, kops, errors)
             got.append((kernel_view(kops), nh_state(nhg), state(fib)))
         assert got[0] == got[1]
     assert lanes  # the lanes were taken
@@ -230,13 +236,14 @@ def one_batch_both_ways(monkeypatch, changes: dict) -> tuple[list, NhLayer, bool
     got, took = [], False
     for k in range(2):
         monkeypatch.setattr(bulk, "MIN", 1 if k == 0 else 10**9)
-        fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+        fib = FibState(FibSettings(nexthop_objects="on"))
+        nhg = NhLayer(201, fib)
         fib.gate_open = nhg.gate_open = True
         fib.want(dict(changes))
         ops = fib.plan()
         kops = nhg.expand(ops)
         took = took or (k == 0 and nhg.bulk is not None)
-        fib.done(ops, nhg.done(kops, []))
+        record_outcome(fib, nhg, ops, kops, [])
         got.append((kernel_view(kops), nh_state(nhg), state(fib)))
     return got, nhg, took
 
@@ -247,7 +254,7 @@ def test_a_batch_of_both_families_through_one_device_route(monkeypatch):
     changes = dict.fromkeys(NH_POOL[:80] + POOL[120:150], NH_ROUTES[-1])
     got, nhg, took = one_batch_both_ways(monkeypatch, changes)
     assert got[0] == got[1] and not took
-    assert len({nhg.via[p][0] for p in changes}) == 2  # one group per family
+    assert len({via(nhg)[p][0] for p in changes}) == 2  # one group per family
 
 
 def test_a_batch_of_both_families_through_gateways_of_their_own_takes_the_lane(monkeypatch):
@@ -262,5 +269,5 @@ def test_a_batch_of_both_families_through_gateways_of_their_own_takes_the_lane(m
         got, nhg, took = one_batch_both_ways(monkeypatch, changes)
         assert got[0][1:] == got[1][1:] and took == lane
         assert sorted(got[0][0], key=repr) == sorted(got[1][0], key=repr)  # (the same writes, in its order)
-        assert len({nhg.via[p][0] for p in changes if p in nhg.via}) == 2
-        assert (NH_POOL[5] in nhg.via) == lane  # (through a gateway of the other family: a plain route)
+        assert len({via(nhg)[p][0] for p in changes if p in via(nhg)}) == 2
+        assert (NH_POOL[5] in via(nhg)) == lane  # (through a gateway of the other family: a plain route)

@@ -11,6 +11,7 @@ from agent.fib.nhcodec import (
     RTM_DELNEXTHOP, RTM_NEWNEXTHOP, decode_nexthop, encode_nh, encode_nh_route,
 )
 from agent.fib.nhg import NhLayer
+from agent.fib.nhusers import record_outcome
 from agent.fib.nhkeys import expand_all, nh_deletes
 from agent.fib.reconciler import FibState
 from agent.fib.types import FibSettings, NhObject, NhOp, NhRouteOp, Op, OpError, OpKind
@@ -35,9 +36,10 @@ class Kernel:
 
     def __init__(self):
         self.fib = FibState(SETTINGS)
-        self.nhg = NhLayer(201)
+        self.nhg = NhLayer(201, self.fib)
         self.fib.gate_open = self.nhg.gate_open = True
         self.written: list[list] = []
+        self.kernel: dict = {}  # prefix -> the group id its route points at, or its plain route
 
     def flush(self, fail=lambda k: None):
         ops = self.fib.plan()
@@ -45,8 +47,20 @@ class Kernel:
         self.nhg.take_settled()  # (recorded as done below, with the rest)
         self.written.append(kops)
         errors = [OpError(k, e, "x") for k in kops if (e := fail(k))]
-        self.fib.done(ops, self.nhg.done(kops, errors))
+        self._apply(kops, {id(e.op) for e in errors})
+        record_outcome(self.fib, self.nhg, ops, kops, errors)
         return kops
+
+    def _apply(self, kops, failed):
+        for k in kops:
+            if id(k) in failed:
+                continue
+            if isinstance(k, NhOp):
+                self.kernel.update((o.prefix, k.id) for o in k.carries)
+            elif k.kind is OpKind.DELETE:
+                self.kernel.pop(k.prefix, None)
+            else:
+                self.kernel[k.prefix] = k.nhid if isinstance(k, NhRouteOp) else k.route
 
     def settle(self):
         while self.flush():
@@ -156,9 +170,10 @@ def test_adoption_writes_nothing_and_sweeps_unused_objects_after_the_gate():
             7: NhObject(7, 12, 4, C)}  # foreign
     ps = prefixes(3)
     ours = {p: route(A, B) for p in ps}
-    fib, nhg = FibState(SETTINGS), NhLayer(201)
-    nhg.resync(objs, {p: BASE + 2 for p in ps}, ours)
+    fib = FibState(SETTINGS)
+    nhg = NhLayer(201, fib)
     fib.adopt(ours)
+    nhg.resync(objs, {p: BASE + 2 for p in ps}, ours)
     assert nhg.expand(fib.plan()) == []  # gate closed: nothing, not even the sweep
     fib.want(ours)
     fib.open_gate()

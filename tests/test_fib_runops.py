@@ -13,6 +13,7 @@ from agent.daemon.writer import kind_counts
 from agent.fib.codec import iter_messages
 from agent.fib.encoder import Encoder
 from agent.fib.nhg import NhLayer
+from agent.fib.nhusers import record_outcome
 from agent.fib.reconciler import FibState
 from agent.fib.runops import AddRun, NhAddRun, OpsSlice, object_ops
 from agent.fib.types import FibSettings, NhOp, NhRouteOp, Op, OpError, OpKind
@@ -47,12 +48,10 @@ def test_the_encoder_packs_a_run_as_it_packs_its_ops():
     enc = Encoder(FibSettings(), {"eth0": 2})
     runs = [AddRun(V4, R1, None), AddRun(V4 + V6, None, [R1, R2] * 21 + [R6] * 11), AddRun(V6, R6, None),
             AddRun(V6[:-1] * 3, R6, None), AddRun(V4[:40] * 2, R2, None)]  # (no /0: one route's own loop)
-    nh = NhLayer(201)
     head = [NhOp(ADD, 201 << 20, 4, NextHop("10.0.0.1", "eth0")), NhOp(ADD, (201 << 20) + 1, 0, None, (((201 << 20), 1),))]
     runs.append(NhAddRun(head, AddRun(V4, R1, None), (201 << 20) + 1, None))
     runs.append(NhAddRun(head, AddRun(V4, None, [R1, R2] * 21), None, [7, 8] * 21))
     runs.append(NhAddRun(head, AddRun(V6[:-1] * 4, R6, None), 9, None))
-    assert nh  # (the layer is not needed to encode: ids are given)
     for run in runs:
         ops = list(run)  # (built: the reference)
         for start, stop in ((0, len(run)), (0, 1), (1, 3), (2, 30), (17, len(run)), (len(run) - 1, len(run))):
@@ -120,7 +119,8 @@ def test_counts_and_object_writes_read_without_building_the_ops():
 
 def planned(table: list) -> tuple:
     """A FIB state and nexthop layer (gate open) that want `table` through R1, planned and expanded."""
-    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+    fib = FibState(FibSettings(nexthop_objects="on"))
+    nhg = NhLayer(201, fib)
     fib.gate_open = nhg.gate_open = True
     fib.want(dict.fromkeys(table, R1))
     ops = fib.plan()
@@ -137,11 +137,11 @@ def test_a_table_goes_through_the_lanes_without_one_op_built():
     msgs = b"".join(m for i in range(0, len(kops), 1024) for m in enc.encode_batch(kops[i:i + 1024], 1 + i))
     assert [seq for _t, _f, seq, _o, _e in iter_messages(msgs)] == list(range(1, len(kops) + 1))
     assert len(kops) == len(table) + 2  # (a single and a group first)
-    fib.done(ops, nhg.done(kops, []))
+    record_outcome(fib, nhg, ops, kops, [])
     assert ops._items is None and kops._items is None
-    gid = nhg.via[table[0]][0]
+    gid = nhg.route_nhid(table[0])
     assert fib.actual == dict.fromkeys(table, R1) and not fib.inflight
-    assert set(nhg.via.values()) == {(gid, 20)} and nhg.users[gid] == len(table)
+    assert {(r.nhid, r.metric) for r in fib.actual.values()} == {(gid, 20)} and nhg.users[gid] == len(table)
 
 
 def test_a_failed_route_of_a_run_is_matched_to_its_op():
@@ -151,9 +151,10 @@ def test_a_failed_route_of_a_run_is_matched_to_its_op():
     fib, nhg, ops, kops = planned(table)
     bad = kops[len(kops) - 5]
     assert bad.__class__ is NhRouteOp and bad.op is ops[len(ops) - 5]
-    fib.done(ops, nhg.done(kops, [OpError(bad, errno.ENOBUFS, "x")]))
+    record_outcome(fib, nhg, ops, kops, [OpError(bad, errno.ENOBUFS, "x")])
     assert set(fib.failed) == {table[-5]} and len(fib.actual) == len(table) - 1
-    assert table[-5] not in nhg.via and len(nhg.via) == len(table) - 1
+    assert table[-5] not in fib.actual and all(r.nhid for r in fib.actual.values())
+    assert nhg.users == {nhg.route_nhid(table[0]): len(table) - 1}
 
 
 def test_the_writer_encodes_at_most_AHEAD_batches_ahead_of_the_kernel(monkeypatch):

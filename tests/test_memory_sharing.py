@@ -10,6 +10,7 @@ from agent.core.communities import Communities, LargeCommunities
 from agent.core.model import Candidate, KernelRoute, NextHop, RouteType, Update, intern, nexthops
 from agent.core.rib import Rib
 from agent.fib.nhg import NhLayer
+from agent.fib.nhusers import record_outcome
 from agent.fib.reconciler import FibState
 from agent.fib.types import FibSettings, OpKind
 from agent.speaker.wire import CAP_ASN4, WireDecoder
@@ -40,8 +41,9 @@ def test_codec_packs_community_lists_and_shares_them():
     assert a.large_communities == ("70000:1:2",) and c.large_communities == ()
 
 
-def test_nexthop_layer_shares_its_per_route_pairs_and_counts_users():
-    fib, nhg = FibState(FibSettings(nexthop_objects="on")), NhLayer(201)
+def test_routes_carry_their_group_in_shared_stamped_objects_and_users_are_counted():
+    fib = FibState(FibSettings(nexthop_objects="on"))
+    nhg = NhLayer(201, fib)
     fib.gate_open = nhg.gate_open = True
     route = intern(KernelRoute(RouteType.UNICAST, nexthops(NextHop("10.0.0.1", "eth0")), 20))
     ps = [P(f"198.51.{i}.0/24") for i in range(3)]
@@ -49,17 +51,18 @@ def test_nexthop_layer_shares_its_per_route_pairs_and_counts_users():
     def flush():
         ops = fib.plan()
         kops = nhg.expand(ops)
-        fib.done(ops, nhg.done(kops, []))
+        record_outcome(fib, nhg, ops, kops, [])
         return ops
 
     fib.want({p: route for p in ps})
     flush()
     gid = nhg.route_nhid(ps[0])
-    assert nhg.via[ps[0]] is nhg.via[ps[1]] is nhg.via[ps[2]] == (gid, 20)
+    assert fib.actual[ps[0]] is fib.actual[ps[1]] is fib.actual[ps[2]] == route  # one stamped copy
+    assert fib.actual[ps[0]] is not route and fib.actual[ps[0]].nhid == gid and route.nhid == 0
     assert nhg.users == {gid: 3}
     fib.want({ps[0]: None})
     assert [op.kind for op in flush()] == [OpKind.DELETE]
-    assert nhg.users == {gid: 2} and ps[0] not in nhg.via
+    assert nhg.users == {gid: 2} and ps[0] not in fib.actual
 
 
 def test_rib_route_per_next_hop_tuple_follows_metric_resolver_and_default_metric():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .prefix import (  # noqa: F401 (re-exported: the value types' one import)
@@ -60,9 +60,17 @@ class KernelRoute:
     type: RouteType = RouteType.UNICAST
     nexthops: tuple[NextHop, ...] = ()
     metric: int | None = None
+    # with nexthop objects: the group of ours the kernel route points at, as the FIB last wrote or
+    # read it (`agent.fib.nhg`); not part of the route's value (outside equality and hash), and
+    # never set on a route that is interned: a stamped route is the FIB's own copy
+    nhid: int = field(default=0, compare=False, repr=False)
 
     def with_metric(self, metric: int) -> "KernelRoute":
         return self if self.metric == metric else intern(KernelRoute(self.type, self.nexthops, metric))
+
+    def with_nhid(self, nhid: int) -> "KernelRoute":
+        """This route pointing at group `nhid` (0: at none); a new object unless it already does."""
+        return self if self.nhid == nhid else KernelRoute(self.type, self.nexthops, self.metric, nhid)
 
     def __str__(self) -> str:
         head = "" if self.type == RouteType.UNICAST else self.type.name.lower()

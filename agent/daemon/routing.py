@@ -95,7 +95,7 @@ class Routing(BfdEvents):
             log.error("spec.fib.nexthopObjects is on but this kernel has no nexthop objects: plain routes")
         self.settings = self.fib.settings = dataclasses.replace(
             self.settings, nexthop_objects="on" if use else "off")
-        self.nhg = NhLayer(self.settings.protocol) if use else None
+        self.nhg = NhLayer(self.settings.protocol, self.fib) if use else None
         log.info("kernel nexthop objects: %s (setting %s)", "on" if use else "off", mode)
 
     def start_kernel(self) -> None:
@@ -111,9 +111,9 @@ class Routing(BfdEvents):
             self.main_monitor = RouteMonitor(main, self.links)
         self._sync_links()
         dump = self._dump()
-        if self.nhg is not None:  # our nexthop objects, as they are
-            self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)
         self.fib.adopt(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
+        if self.nhg is not None:  # our nexthop objects, as they are; the routes stamped with theirs
+            self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours, dump.extra)
         log.info("adopted %d routes of protocol %d from table %d as stale", len(dump.ours),
                  self.settings.protocol, self.settings.table)
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
@@ -273,6 +273,8 @@ class Routing(BfdEvents):
             if cur == ev.route:
                 return  # the echo of our own write
             self.fib.kernel_changed(ev.prefix, ev.route)
+        if self.nhg is not None:
+            self.nhg.kernel_moved(ev.prefix, cur)
         if ev.prefix in self.fib.pending:
             self.metrics.repairs.inc()
             log.warning("route %s of ours changed outside route-agent: repairing", ev.prefix)
@@ -298,9 +300,9 @@ class Routing(BfdEvents):
             self.queue.put(Event("scan", reason))
             return
         t1 = time.monotonic()
-        if self.nhg is not None:
-            self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours)
         self.fib.resync(dump.ours, dump.extra)  # extra: more of ours on a prefix (other metrics)
+        if self.nhg is not None:  # (after the routes: it stamps them)
+            self.nhg.resync(dump.nexthops or {}, dump.nhid, dump.ours, dump.extra)
         t2 = time.monotonic()
         self._apply_rib(self.rib.apply(self.kernel.resync(dump.foreign)))
         took = time.monotonic() - t0

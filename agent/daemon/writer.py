@@ -9,8 +9,9 @@ an EEXIST on add (a route we did not know about) or a failed batch asks for a fu
 
 With nexthop objects (`routing.nhg`), the planned route ops go through `NhLayer.expand` (object
 writes first, in-place group replaces, routes pointing at objects; or, with nothing else to do,
-deletes of unused objects) and the outcome back through `NhLayer.done`, which hands the errors
-over in terms of the reconciler's ops.
+deletes of unused objects) and the outcome back through `nhg.record_outcome` (`NhLayer.done`,
+which hands the errors over in terms of the reconciler's ops, then `FibState.done`, then the
+layer's stamps on the stored routes).
 
 Readiness lives here too: the agent is ready once the sync gate is open and the first write after
 it completed (or there was nothing to write).
@@ -26,6 +27,7 @@ import time
 from operator import itemgetter
 
 from ..core.model import as_prefix
+from ..fib.nhusers import record_outcome
 from ..fib.nhkeys import nh_deletes
 from ..fib.runops import kind_counts_of_run
 from ..fib.types import NhOp, NhRouteOp, Op, OpError, OpKind
@@ -65,6 +67,7 @@ class FibWriter:
         if r.nhg is not None and r.nhg.settled:  # already true in the kernel: done, no write
             settled = r.nhg.take_settled()
             r.fib.done(settled, ())
+            r.nhg.restamp()
             if len(settled) == len(ops):
                 ops = []
             else:
@@ -128,13 +131,12 @@ class FibWriter:
         self._flushing = False
         errors = self._outcome(future, kops)
         kernel_errors = errors
+        record_outcome(self.routing.fib, self.routing.nhg, ops, kops, errors)
         if self.routing.nhg is not None:
-            errors = self.routing.nhg.done(kops, errors)
             take_injected = getattr(self.routing.netlink, "take_injected", None)
             for injected, failed in take_injected() if take_injected is not None else ():
                 self.routing.nhg.done(injected, failed)  # (group replaces: no route op rides on them)
                 kernel_errors = kernel_errors + failed
-        self.routing.fib.done(ops, errors)
         self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
         for kind, n in kind_counts(kops).items():
             self.metrics.netlink_ops.labels(kind.value).inc(n)

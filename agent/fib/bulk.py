@@ -214,8 +214,9 @@ def _gateway_family(route: KernelRoute) -> int | None:
 
 def nh_done_added(nhg: NhLayer, kops: Sequence, errors) -> bool:
     """`NhLayer.done` for the kernel ops of the last `expand_new`, all succeeded, of prefixes
-    that pointed at nothing of ours before: the objects first (their own loop), then every
-    prefix's (group, metric) pair with one ``dict.update`` and the groups' user counts."""
+    that have no route of ours in `actual` yet: the objects first (their own loop), then the
+    groups' user counts, one per distinct route; the routes are stamped with their groups once
+    the reconciler stored them (`restamp_added`)."""
     memo = nhg.bulk
     if memo is None or memo[0] is not kops:
         return False  # (other kernel ops: urgent or injected writes, say; the memo waits)
@@ -225,20 +226,33 @@ def nh_done_added(nhg: NhLayer, kops: Sequence, errors) -> bool:
     _kops, start, ids, by_id = memo
     run = kops.__class__ is NhAddRun
     prefixes = kops.run.prefixes if run else list(map(_second, map(_first, islice(kops, start, None))))
-    via = nhg.via
-    if not via.keys().isdisjoint(prefixes):
+    if not nhg.actual.keys().isdisjoint(prefixes):
         return False
     if start:
         nhg.done(kops.head if run else kops[:start], ())  # the objects first, as the general loop does
     users = nhg.users
-    if len(by_id) == 1:  # one route (a table's shape): one pair, one count
+    if len(by_id) == 1:  # one route (a table's shape): one count, one stamped route
         ((gid, route),) = by_id.values()
-        via.update(zip(prefixes, repeat(nhg._pair(gid, route.metric or 0))))
         users[gid] = users.get(gid, 0) + len(prefixes)
+        nhg.bulk_restamp = (prefixes, None, route, nhg.stamp(route, gid))
         return True
-    pairs = {rid: nhg._pair(gid, route.metric or 0) for rid, (gid, route) in by_id.items()}
-    via.update(zip(prefixes, map(pairs.__getitem__, ids)))
     for rid, count in Counter(ids).items():
         gid = by_id[rid][0]
         users[gid] = users.get(gid, 0) + count
+    stamped = {rid: nhg.stamp(route, gid) for rid, (gid, route) in by_id.items()}
+    nhg.bulk_restamp = (prefixes, ids, None, stamped)
     return True
+
+
+def restamp_added(nhg: NhLayer) -> None:
+    """`NhLayer.restamp` for the batch of `nh_done_added`: the reconciler stored every route of it
+    (no error came back), so each prefix's route is replaced by its stamped copy with one
+    ``dict.update``."""
+    prefixes, ids, route, stamped = nhg.bulk_restamp
+    nhg.bulk_restamp = None
+    actual = nhg.actual
+    if ids is None:
+        if actual.get(prefixes[0]) is route:
+            actual.update(zip(prefixes, repeat(stamped)))
+        return
+    actual.update(zip(prefixes, map(stamped.__getitem__, ids)))

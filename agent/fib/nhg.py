@@ -20,23 +20,25 @@ delete of the group it still uses. Unused objects adopted at start are kept unti
 opens. A failed object delete waits for the retry timer (no spinning).
 
 **Group identity follows the group's users, not its members.** A group id is not bound to one
-member set for ever; it is bound to the set of prefixes that use it (`via`; `users` counts
-them). When one plan moves *every* user of group G to one and the same new next-hop set S (a
-peer or next hop failed: the RIB rewrote every prefix that went through {A, B} to {B}; or it
-recovered and the RIB put A back everywhere at once), the layer does not rewrite those routes:
-it replaces G in place with the members of S (`NhOp(REPLACE)` carrying the route ops it stands
-for), one write whatever the number of routes. When only some users move, those are pointed at
-a group for S (an existing one, else a new one) route by route, and G keeps the others: that is
-the per-route BGP clean-up, and is exact (no prefix ever forwards through a next hop the RIB did
-not choose for it). Compared with binding groups to origin/peer sets this needs nothing from the
-RIB and cannot send a prefix to a peer that never announced it; the price is that a change
-spread over several plans (a peer re-sending its table UPDATE by UPDATE) costs route writes,
-which is the slow, non-urgent direction. New routes wanting S reuse the group indexed for S
-(`by_key`); two groups may end up with the same members (one of them changed in place), which is
-harmless. **A route op whose group already is what it wants** (BFD shrank the group ahead of the
-RIB, `without_gateway`: the kernel forwards as the RIB is about to decide) needs no write at all:
-`expand` settles it (`take_settled`), however many of the group's users the plan holds, so the
-RIB's clean-up after a failure may come in slices.
+member set for ever; it is bound to the set of prefixes that use it: each of their routes in the
+reconciler's `actual` table carries the group's id, and `users` counts them (the stamps and the
+counting are `agent.fib.nhusers`). When one plan moves *every* user of group G to one and the
+same new next-hop set S (a peer or next hop failed: the RIB rewrote every prefix that went
+through {A, B} to {B}; or it recovered and the RIB put A back everywhere at once), the layer
+does not rewrite those routes: it replaces G in place with the members of S (`NhOp(REPLACE)`
+carrying the route ops it stands for), one write whatever the number of routes. When only some
+users move, those are pointed at a group for S (an existing one, else a new one) route by route,
+and G keeps the others: that is the per-route BGP clean-up, and is exact (no prefix ever
+forwards through a next hop the RIB did not choose for it). Compared with binding groups to
+origin/peer sets this needs nothing from the RIB and cannot send a prefix to a peer that never
+announced it; the price is that a change spread over several plans (a peer re-sending its table
+UPDATE by UPDATE) costs route writes, which is the slow, non-urgent direction. New routes
+wanting S reuse the group indexed for S (`by_key`); two groups may end up with the same members
+(one of them changed in place), which is harmless. **A route op whose group already is what it
+wants** (BFD shrank the group ahead of the RIB, `without_gateway`: the kernel forwards as the
+RIB is about to decide) needs no write at all: `expand` settles it (`take_settled`), however
+many of the group's users the plan holds, so the RIB's clean-up after a failure may come in
+slices.
 
 Ids: ours are allocated from ``protocol << 20`` upwards, skipping every id the kernel has
 (foreign objects are never written, only read to expand routes that point at them). An ADD that
@@ -48,31 +50,45 @@ from __future__ import annotations
 import errno
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import is_, itemgetter
+from typing import TYPE_CHECKING
 
 from ..core.model import KernelRoute, NextHop, Prefix, nexthops
 from . import bulk
 from .nhkeys import _V6_FLAG, expand_all, group_key, single_key
+from .nhusers import GroupUsers
 from .types import NhObject, NhOp, NhRouteOp, Op, OpError, OpKind, new_nh_route_op
+
+if TYPE_CHECKING:
+    from .reconciler import FibState
 
 ADD, REPLACE, DELETE = OpKind.ADD, OpKind.REPLACE, OpKind.DELETE
 _NONE = object()
+_third = itemgetter(2)
 
 
-class NhLayer:
+class NhLayer(GroupUsers):
     """Our nexthop objects, who uses them, and the translation of route ops (see module doc)."""
 
-    def __init__(self, protocol: int) -> None:
+    def __init__(self, protocol: int, fib: FibState) -> None:
         self.protocol = protocol
+        # the reconciler's table of our routes in the kernel (`FibState.actual`, the same dict):
+        # its routes carry the id of the group they point at (module doc)
+        self.actual = fib.actual
+        fib.stamp_moved = self.stamp_moved
         self.objects: dict[int, NhObject] = {}  # ours, as the kernel has them (confirmed)
         self.foreign: dict[int, NhObject] = {}  # not ours: read, never written
         self.key_of: dict[int, tuple | None] = {}
         self.by_key: dict[tuple, int] = {}
-        # prefix -> (nexthop id, metric) of our route; the pairs are shared (`_pair`): one dict
-        # slot and no object per route
-        self.via: dict[Prefix, tuple[int, int]] = {}
-        self._pairs: dict[tuple[int, int], tuple[int, int]] = {}
-        self._last_pair: tuple[int, int] = (-1, -1)
-        self.users: dict[int, int] = {}  # nexthop id -> how many routes of ours point at it
+        self.users: dict[int, int] = {}  # nexthop id -> how many routes in `actual` are stamped with it
+        # (id(route), nexthop id) -> (route, the route stamped with that id): one stamped object
+        # per route and group, not one per prefix (`stamp`)
+        self._stamps: dict[tuple[int, int], tuple[KernelRoute, KernelRoute]] = {}
+        # what `restamp` stamps once the reconciler recorded the ops: (op, group) pairs, and the
+        # whole batch of a bulk lane (`bulk.nh_done_added`)
+        self._restamp: list = []
+        self.bulk_restamp: tuple | None = None
         self.expansion: dict[int, tuple[NextHop, ...]] = {}
         self.version = 0
         self.taken: set[int] = set()  # ids refused with EEXIST (someone else's)
@@ -90,20 +106,19 @@ class NhLayer:
 
     # ---- kernel state ----
     def resync(self, objects: Mapping[int, NhObject], nhid: Mapping[Prefix, int],
-               routes: Mapping[Prefix, KernelRoute]) -> None:
+               routes: Mapping[Prefix, KernelRoute],
+               extra: Mapping[Prefix, tuple[KernelRoute, ...]] | None = None) -> None:
         """A dump: every nexthop object of the namespace, and the id each route of ours points
-        at (start-up adoption: nothing is written; periodic scan, overrun, repairs)."""
+        at (start-up adoption: nothing is written; periodic scan, overrun, repairs). Runs after
+        the reconciler took the dump's routes (`FibState.adopt` / `resync`): every route in
+        `actual` is stamped with the id the dump gives its prefix, and the users are counted
+        again from the stamps."""
         self.objects = {i: o for i, o in objects.items() if o.protocol == self.protocol}
         self.foreign = {i: o for i, o in objects.items() if o.protocol != self.protocol}
         self.key_of, self.by_key = {}, {}
         for i in sorted(self.objects):
             self._index(i, self.objects[i])
-        self._pairs, self._last_pair = {}, (-1, -1)
-        pair = self._pair
-        self.via = {p: pair(i, routes[p].metric or 0) for p, i in nhid.items() if p in routes}
-        self.users = {}
-        for i, _m in self.via.values():
-            self.users[i] = self.users.get(i, 0) + 1
+        self.stamp_all(nhid, routes, extra or {})
         self.delete_failed.clear()
         self._reexpand()
 
@@ -138,10 +153,6 @@ class NhLayer:
     def _reexpand(self) -> None:
         self.expansion = expand_all({**self.foreign, **self.objects})
         self.version += 1
-
-    def route_nhid(self, prefix: Prefix) -> int | None:
-        v = self.via.get(prefix)
-        return v[0] if v else None
 
     def describe(self, nhid: int) -> str:
         """`ip nexthop`-like text of one of our objects (for `explain` and `show fib`)."""
@@ -199,26 +210,35 @@ class NhLayer:
         changing: set[int] = set()
         carried: set[int] = set()
         moving: dict[int, list[Op]] = defaultdict(list)
+        actual = self.actual
         for op in ops:
             if op[0] is REPLACE:
-                v = self.via.get(op.prefix)
-                if v is not None and v[1] == op.route.metric and self.key_of.get(v[0]):
-                    moving[v[0]].append(op)
+                cur = actual.get(op.prefix)
+                if (cur is not None and cur.nhid and cur.metric == op.route.metric
+                        and self.key_of.get(cur.nhid)):
+                    moving[cur.nhid].append(op)
         shrinking = {k.id: self._key_of_members(k.members) for k in self.urgent} if self.urgent else {}
         for gid, gops in moving.items():
-            key = group_key(gops[0].prefix, gops[0].route)
             old = self.key_of.get(gid)
-            if key is not None and (key == old or key == shrinking.get(gid)):
+            already = (old, shrinking.get(gid))  # what the group is, or is about to be
+            route0 = gops[0][2]
+            if not all(map(is_, map(_third, gops), repeat(route0))):
+                # users moving to different routes: those that want what the group already is
+                # are settled, the others are written route by route
+                same = self._already(gops, already)
+                if same:
+                    self._settle(gid, same, carried)
+                continue
+            key = group_key(gops[0].prefix, route0)
+            if key is not None and key in already:
                 # the group already is what these routes want (shrunk in place ahead of the
                 # RIB, `without_gateway`, or about to be: the shrink goes first in this batch):
                 # the RIB caught up, nothing to write, however many of the group's users this
                 # plan holds
-                self.settled += gops
-                carried.update(id(o) for o in gops)
+                self._settle(gid, gops, carried)
                 continue
-            if (key is None or key == old or old[0] != "g" or key[1] != old[1]
-                    or len(gops) != self.users.get(gid, 0)
-                    or any(o.route.nexthops != key[2] for o in gops)):
+            if (key is None or old[0] != "g" or key[1] != old[1]
+                    or len(gops) != self.users.get(gid, 0)):
                 continue
             members = self._members(key, planned, singles)
             groups.append(NhOp(REPLACE, gid, 0, None, members, tuple(gops)))
@@ -248,6 +268,25 @@ class NhLayer:
         elif not kops:
             kops = self._garbage(retry_failed)
         return kops
+
+    def _already(self, gops: list, already: tuple) -> list:
+        """The ops of `gops` (users of one group, different routes) whose route is what the
+        group is or is about to be (`already`): one key per route object."""
+        keys: dict[int, tuple | None] = {}
+        out = []
+        for op in gops:
+            key = keys.get(id(op[2]), _NONE)
+            if key is _NONE:
+                key = keys[id(op[2])] = group_key(op[1], op[2])
+            if key is not None and key in already:
+                out.append(op)
+        return out
+
+    def _settle(self, gid: int, gops: list, carried: set) -> None:
+        """Route ops that need no write: their group `gid` already is what they want."""
+        self.settled += gops
+        self._restamp += zip(gops, repeat(gid))
+        carried.update(id(o) for o in gops)
 
     def take_settled(self) -> list[Op]:
         """The route ops the last `expand` found already true in the kernel (to record as done;
@@ -316,7 +355,7 @@ class NhLayer:
         failed = {id(e.op): e for e in errors}
         out: list[OpError] = []
         changed = False
-        via, users, pair = self.via, self.users, self._pair
+        actual, users, restamp = self.actual, self.users, self._restamp.append
         for k in kops:
             err = failed.get(id(k)) if failed else None
             cls = k.__class__
@@ -324,26 +363,27 @@ class NhLayer:
                 if err is not None:
                     out.append(OpError(k.op, err.errno, err.message))
                     continue
-                (_kind, prefix, route), nhid = k  # the route now points at `nhid`
-                old = via.get(prefix)
-                if old is not None and old[0] != nhid:
-                    self._drop_via(prefix)
-                    old = None
-                via[prefix] = pair(nhid, route.metric or 0)
-                if old is None:
+                nhid = k[1]  # the route now points at `nhid`
+                cur = actual.get(k[0][1])
+                old = cur.nhid if cur is not None else 0
+                if old != nhid:
+                    if old:
+                        self._unuse(old)
                     users[nhid] = users.get(nhid, 0) + 1
+                restamp(k)  # (the reconciler stores the op's route: stamped after it)
             elif cls is NhOp:
                 changed |= self._nh_done(k, err)
-                for o in k.carries:
-                    if err is not None:
-                        out.append(OpError(o, err.errno, err.message))
+                if err is not None:
+                    out += [OpError(o, err.errno, err.message) for o in k.carries]
+                elif k.carries:  # the routes changed in place: still through this group
+                    self._restamp += zip(k.carries, repeat(k.id))
             else:
                 if err is not None:
                     out.append(err)
                     continue
-                v = self.via.get(k.prefix)
-                if v is not None and (k.kind is not DELETE or v[1] == (k.route.metric or 0)):
-                    self._drop_via(k.prefix)  # deleted, or now a plain route
+                cur = actual.get(k.prefix)
+                if cur is not None and cur.nhid and (k.kind is not DELETE or cur == k.route):
+                    self._unuse(cur.nhid)  # deleted (as the reconciler will find), or now a plain route
         if changed:
             self._reexpand()
             if self.dead:
@@ -370,30 +410,6 @@ class NhLayer:
         self.objects[k.id] = obj
         self._index(k.id, obj)
         return True
-
-    def _pair(self, nhid: int, metric: int) -> tuple[int, int]:
-        """The shared (nexthop id, metric) tuple: a few per group, not one per route."""
-        last = self._last_pair
-        if last[0] == nhid and last[1] == metric:  # (routes come in runs through one group)
-            return last
-        key = (nhid, metric)
-        pair = self._pairs.get(key)
-        if pair is None:
-            if len(self._pairs) >= 1 << 16:
-                self._pairs.clear()  # (ids and metrics of the past: only sharing is lost)
-            pair = self._pairs[key] = key
-        self._last_pair = pair
-        return pair
-
-    def _drop_via(self, prefix: Prefix) -> None:
-        old = self.via.pop(prefix, None)
-        if old is not None:
-            users = self.users.get(old[0])
-            if users is not None:
-                if users > 1:
-                    self.users[old[0]] = users - 1
-                else:
-                    del self.users[old[0]]
 
     @property
     def has_garbage(self) -> bool:

@@ -38,7 +38,7 @@ succeeded, whatever the error said (EEXIST for a route that is ours and wanted i
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..core.model import V6_FLAG, KernelRoute, Prefix
 from . import bulk
@@ -64,6 +64,9 @@ class FibState:
         # changes to `actual` from the kernel's side (adoption, monitor events, scans): the only
         # ones that can touch a prefix in flight (`done` touches only its own ops' prefixes)
         self.kernel_seen = 0
+        # with nexthop objects: told when a route of `actual` is swapped for one of `extra` that
+        # points at another group (`_promote`; set by `agent.fib.nhg.NhLayer`)
+        self.stamp_moved: Callable[[int, int], None] | None = None
 
     # ---- inputs ----
     def adopt(self, ours: Mapping[Prefix, KernelRoute],
@@ -113,6 +116,8 @@ class FibState:
         self._drop_extra(prefix, metric)
         self._add_extra(prefix, cur)
         self.actual[prefix] = found
+        if found.nhid != cur.nhid and self.stamp_moved is not None:
+            self.stamp_moved(cur.nhid, found.nhid)  # (the nexthop layer's counts: `agent.fib.nhusers`)
         self.kernel_seen += 1
 
     def expected(self, prefix: Prefix) -> KernelRoute | None:

@@ -165,7 +165,10 @@ class NetlinkScanner:
             prefix, proto, kroute = parsed
             if proto == protocol:
                 old = ours.get(prefix)
-                if old is not None:  # two of ours on one prefix (different metrics)
+                if old is not None:  # two of ours on one prefix (different metrics): each carries
+                    # the group it points at, as the reconciler may keep either (`agent.fib.nhusers`)
+                    kroute = kroute.with_nhid(decoder.last_nhid or 0)
+                    old = ours[prefix] = old.with_nhid(nhid.get(prefix, 0))
                     if old.metric == metric:
                         extra[prefix] = extra.get(prefix, ()) + (kroute,)
                         return
