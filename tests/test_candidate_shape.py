@@ -103,11 +103,40 @@ def test_the_codecs_lists_are_kept_as_plain_octets_and_read_back_as_lists():
     comms, large = Communities.of_values([65001 << 16 | 1, 65001 << 16 | 7]), LargeCommunities.of_values([(65001, 1, 2)])
     c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(communities=comms, large_communities=large,
                                                         as_path=(4_200_000_001, 65001)))
-    assert c.comms.__class__ is bytes and c.large.__class__ is bytes and c.path.__class__ is bytes
+    # one bytes: the AS path's octets, then the communities', then the large communities'; the
+    # two list fields are where each starts (small ints: shared objects, no object per list)
+    assert c.path == bytes.fromhex("fa56ea010000fde9") + comms + large and c.path.__class__ is bytes
+    assert (c.comms, c.large) == (8, 16)
     assert c.communities == ("65001:1", "65001:7") and isinstance(c.communities, Communities)
     assert c.large_communities == ("65001:1:2",) and isinstance(c.large_communities, LargeCommunities)
     assert c.as_path == (4_200_000_001, 65001) and c.neighbor_as == 4_200_000_001 and c.path_length == 2
     assert c.bgp.communities == comms and c._replace(communities=("65000:9",)).communities == ("65000:9",)
-    assert c._replace(as_path=(1, 2, 3)).path_length == 3
-    empty = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(as_path=(), communities=()))
+    longer = c._replace(as_path=(1, 2, 3))
+    assert longer.path_length == 3 and longer.communities == c.communities and (longer.comms, longer.large) == (12, 20)
+    assert longer.large_communities == ("65001:1:2",) and longer.neighbor_as == 1
+    texts = c._replace(communities=("65000:9",))  # texts (a policy's): both lists kept as texts
+    assert (texts.comms, texts.large, texts.path) == (("65000:9",), ("65001:1:2",), c.path[:8])
+    assert texts.as_path == c.as_path and texts.path_length == 2 and texts.neighbor_as == 4_200_000_001
+    only_large = c._replace(communities=())
+    assert only_large.communities == () and only_large.large_communities == ("65001:1:2",)
+    assert (only_large.comms, only_large.large) == (8, 8) and only_large == c._replace(communities=b"")
+    empty = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(as_path=(), communities=(), large_communities=()))
     assert empty.as_path == () and empty.neighbor_as == 65001 and empty.communities == ()
+    assert empty.path == b"" and (empty.comms, empty.large) == (0, 0) and empty.path_length == 0
+    with pytest.raises(ValueError, match="set as_path"):
+        c._replace(comms=4)
+
+
+def test_the_stage_packs_the_codecs_lists_as_the_attributes_path_does():
+    """The import stage's inline packing of a codec record (each mix of lists present or not)
+    gives the candidate `Candidate(..., bgp=)` builds from the same attributes."""
+    st = PeerState(ImportPeer("192.0.2.1", 65001, True, router_id="1.1.1.1"))
+    comms = Communities.of_values([65001 << 16 | 1, 65001 << 16 | 9])
+    large = LargeCommunities.of_values([(65001, 1, 2)])
+    for c, lc in ((comms, large), (comms, ()), ((), large), ((), ())):
+        rec = PathAttrs(origin=BgpOrigin.EGP, as_path=(65001, 65002), med=7, communities=c, large_communities=lc)
+        got = st.candidate("192.0.2.1", rec, NO_MODS)
+        want = st.candidate("192.0.2.1", ATTRS._replace(communities=c, large_communities=lc), NO_MODS)
+        assert got == want and got.path.__class__ is bytes
+        assert (got.communities, got.large_communities, got.as_path) == (c, lc, (65001, 65002))
+        assert got.comms == 8 and got.large == 8 + len(bytes(c))  # (octets: len of a list counts values)

@@ -39,6 +39,7 @@ from ..core.model import (
     intern,
     keep_communities,
     nexthops,
+    pack_attrs,
     pack_path,
     peer_identity,
 )
@@ -52,6 +53,7 @@ _LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
 CANDIDATE_CACHE = 1 << 13
 MAX_PREFIX = "max-prefix"  # the policy name of max-prefix rejections
 _bgp_candidate = partial(tuple.__new__, BgpCandidate)  # a named tuple without its Python-level __new__
+_join = b"".join  # (bytes + a `Communities` would ask the subclass's __radd__ first: 1.7x slower)
 _UNICAST = RouteType.UNICAST  # (an enum member's lookup on its class costs ~60 ns in 3.11: once per set here)
 
 
@@ -143,15 +145,21 @@ class PeerState:
                 ident = self._identity(None)
             local_pref, med, origin, path, comms, large = attrs.local_pref, attrs.med, attrs.origin, \
                 attrs.as_path, attrs.communities, attrs.large_communities
+            path = PATH_PACKERS[len(path)](*path) if len(path) < 64 else pack_path(path)  # (`pack_path`, inline)
+            if comms and comms.__class__ is not tuple and not large:  # (`pack_attrs`' common cases, inline)
+                n = len(path)
+                path = _join((path, comms))
+                comms, large = n, len(path)  # (octets: a `Communities`' own len counts values)
+            elif comms or large:
+                path, comms, large = pack_attrs(path, comms, large)
+            else:
+                comms = large = len(path)
             cand = _bgp_candidate((
                 self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
-                100 if ident.ebgp or local_pref is None else local_pref,
-                PATH_PACKERS[len(path)](*path) if len(path) < 64 else pack_path(path),  # (`pack_path`, inline)
+                100 if ident.ebgp or local_pref is None else local_pref, path,
                 origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
                 0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                comms if comms.__class__ is tuple else bytes(comms),  # (`keep_communities` of the record's, inline)
-                large if large.__class__ is tuple else bytes(large),
-            ))
+                comms, large))
         else:
             cand = self._other_candidate(attrs, distance, hops, mods.metric)
         if mods is not NO_MODS and mods.changes_attrs:
@@ -210,15 +218,15 @@ class PeerState:
         local_pref = getattr(attrs, "local_pref", None)
         med = getattr(attrs, "med", None)
         origin = getattr(attrs, "origin", BgpOrigin.IGP)
+        path, comms, large = pack_attrs(pack_path(getattr(attrs, "as_path", ())),
+                                        keep_communities(getattr(attrs, "communities", ())),
+                                        keep_communities(getattr(attrs, "large_communities", ())))
         return _bgp_candidate((
             self.origin, distance, hops, _UNICAST, self._identity(getattr(attrs, "router_id", None)), metric, None,
-            100 if ebgp or local_pref is None else local_pref,
-            pack_path(getattr(attrs, "as_path", ())),
+            100 if ebgp or local_pref is None else local_pref, path,
             origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
             0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-            keep_communities(getattr(attrs, "communities", ())),
-            keep_communities(getattr(attrs, "large_communities", ())),
-        ))
+            comms, large))
 
     def _nexthops(self, nexthop: str | None) -> tuple[NextHop, ...]:
         if not nexthop:
