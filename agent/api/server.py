@@ -10,9 +10,10 @@ everything else, so metrics and probes can be reached from other hosts while /ap
 
 Bounded work per request: `/api/rib` is paginated (``?limit=N&after=PREFIX``, default 1000 rows,
 at most 10,000; the answer is ``{"routes": [...], "next": PREFIX-or-null}``, ordered by prefix,
-IPv4 first). A page takes a copy of the RIB's prefixes, picks the next `limit` of them in chunks
-with a yield to the loop between chunks, and only then decides those rows; so a big RIB never
-stalls routing for long. A request line over 64 KiB is answered 414, over-long or too many header
+IPv4 first). A listing's first page takes a copy of the RIB's prefixes and sorts it in chunks,
+with a yield to the loop between chunks (`riborder.RibOrder`, kept for the pages that follow:
+each is then a few milliseconds, whatever the RIB's size), and each page decides only its own
+rows; so a big RIB never stalls routing for long. A request line over 64 KiB is answered 414, over-long or too many header
 lines 431, each logged at most once a minute (with the number of others since).
 
 ``/readyz?verbose`` lists the checks behind the answer (kube-apiserver's style): the initial
@@ -23,8 +24,6 @@ configuration's source (live or the snapshot), which are reported but never make
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import json
 import logging
 import time
@@ -32,10 +31,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..core.model import Prefix, address_order, as_prefix
+from ..core.model import Prefix, as_prefix
 from . import views
 from .metrics import Metrics
 from .readview import ReadView
+from .riborder import RibOrder
 
 log = logging.getLogger("route_agent.api")
 
@@ -74,20 +74,12 @@ class _Refused(Exception):
         self.status = status
 
 
-async def rib_page(view: ReadView, after: Prefix | None, limit: int) -> dict:
-    """The next `limit` RIB rows after `after`, and the cursor of the page after this one."""
-    keys = view.rib_prefixes()
-    after_key = -1 if after is None else address_order(after)  # (pages go in address order)
-    best: list[tuple[int, Prefix]] = []  # (address order, prefix): each key computed once
-    for i in range(0, len(keys), SCAN_CHUNK):
-        if i:
-            await asyncio.sleep(0)  # let the core task run between chunks
-        chunk = keys[i:i + SCAN_CHUNK]
-        keyed = [kp for kp in zip(map(address_order, chunk), chunk) if kp[0] > after_key]
-        best = heapq.nsmallest(limit + 1, itertools.chain(best, keyed))
-    best = [p for _k, p in best]
-    page = best[:limit]
-    return {"routes": view.rib_rows(page), "next": str(as_prefix(page[-1])) if len(best) > limit else None}
+async def rib_page(view: ReadView, after: Prefix | None, limit: int, order: RibOrder | None = None) -> dict:
+    """The next `limit` RIB rows after `after` (address order), and the cursor of the page after
+    this one. `order`: the server's snapshot of the listing under way (`riborder`)."""
+    order = order or RibOrder(SCAN_CHUNK)
+    page, more = await order.page(view.rib_prefixes, after, limit)
+    return {"routes": view.rib_rows(page), "next": str(as_prefix(page[-1])) if more and page else None}
 
 
 def _page_args(query: dict[str, list[str]]) -> tuple[Prefix | None, int]:
@@ -99,7 +91,7 @@ def _page_args(query: dict[str, list[str]]) -> tuple[Prefix | None, int]:
 
 
 async def _route(view: ReadView, metrics: Metrics, path: str,
-                 query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+                 query: dict[str, list[str]], order: RibOrder | None = None) -> tuple[int, str, bytes]:
     if path == "/metrics":
         return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
     if path == "/healthz":
@@ -114,7 +106,7 @@ async def _route(view: ReadView, metrics: Metrics, path: str,
             after, limit = _page_args(query)
         except ValueError as exc:
             return _error(f"bad page: {exc}")
-        return _json(await rib_page(view, after, limit))
+        return _json(await rib_page(view, after, limit, order))
     if path == "/api/fib":
         return _json(view.fib())
     if path == "/api/peers":
@@ -160,6 +152,7 @@ class ApiServer:
 
     def __init__(self, view: ReadView, metrics: Metrics, public: bool = False) -> None:
         self.view, self.metrics = view, metrics
+        self.rib_order = RibOrder(SCAN_CHUNK)  # the `/api/rib` listing under way
         self.public = public  # the metrics listener: PUBLIC_PATHS only
         self._refused_log = RateLimitedLog(log)
         self._failed_log = RateLimitedLog(log)
@@ -182,7 +175,7 @@ class ApiServer:
                 if self.public and url.path not in PUBLIC_PATHS:
                     status, ctype, body = 404, "text/plain", b"not found\n"
                 else:
-                    status, ctype, body = await _route(self.view, self.metrics, url.path, query)
+                    status, ctype, body = await _route(self.view, self.metrics, url.path, query, self.rib_order)
             await self._respond(writer, status, ctype, body)
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.debug("api client: %s", exc)
