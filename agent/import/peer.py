@@ -146,14 +146,18 @@ class PeerState:
             local_pref, med, origin, path, comms, large = attrs.local_pref, attrs.med, attrs.origin, \
                 attrs.as_path, attrs.communities, attrs.large_communities
             path = PATH_PACKERS[len(path)](*path) if len(path) < 64 else pack_path(path)  # (`pack_path`, inline)
-            if comms and comms.__class__ is not tuple and not large:  # (`pack_attrs`' common cases, inline)
-                n = len(path)
-                path = _join((path, comms))
-                comms, large = n, len(path)  # (octets: a `Communities`' own len counts values)
-            elif comms or large:
-                path, comms, large = pack_attrs(path, comms, large)
+            # `pack_attrs`' common cases, inline (and no truth test of a `Communities`: a Python call)
+            if large.__class__ is tuple and not large:  # no large communities
+                if comms.__class__ is not tuple:  # the codec's octets
+                    n = len(path)
+                    path = _join((path, comms))
+                    comms, large = n, len(path)  # (octets: a `Communities`' own len counts values)
+                elif not comms:
+                    comms = large = len(path)
+                else:
+                    path, comms, large = pack_attrs(path, comms, large)
             else:
-                comms = large = len(path)
+                path, comms, large = pack_attrs(path, comms, large)
             cand = _bgp_candidate((
                 self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
                 100 if ident.ebgp or local_pref is None else local_pref, path,
