@@ -1,5 +1,6 @@
 """`/api/rib`'s order of pages (`agent.api.riborder`): a listing is sorted once, in chunks, and
-every page after the first is a binary search and a merge; the snapshot follows the listing."""
+every page after the first is a binary search and a merge; the snapshot follows the listing.
+(That building it yields to the loop between chunks: tests/test_api_server.py.)"""
 
 from __future__ import annotations
 
@@ -78,26 +79,3 @@ def test_a_listing_shows_the_rib_as_it_started_and_a_stale_cursor_starts_a_new_c
     assert Prefix.parse("10.255.255.0/24") in second  # a new copy, from the cursor on
     assert first + second == sorted(rib, key=address_order)
 
-
-def test_building_the_copy_yields_to_the_loop_between_chunks():
-    rib = table(1000)
-    order = RibOrder(chunk=100)
-    ticks = 0
-
-    async def run():
-        nonlocal ticks
-
-        async def ticker():
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0)
-        t = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        before = ticks
-        page, more = await order.page(lambda: list(rib), None, 5)
-        t.cancel()
-        return ticks - before, page, more
-    yields, page, more = asyncio.run(run())
-    chunks = -(-len(rib) // 100)
-    assert yields >= chunks - 1 and more and page == sorted(rib, key=address_order)[:5]
