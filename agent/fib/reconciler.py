@@ -144,7 +144,11 @@ class FibState:
             if stale:
                 stale.discard(prefix)
             cur = inflight[prefix] if inflight and prefix in inflight else actual.get(prefix)
-            if cur is route or (cur is not None and cur == route):  # (None == route: a Python call)
+            # (None == route: a Python call; `cur` is often the route stamped with its group, an
+            # equal copy: its fields first, as the dataclass's == builds two tuples)
+            if cur is route or (cur is not None and route is not None and (
+                    (cur.nexthops is route.nexthops and cur.metric == route.metric and cur.type is route.type)
+                    or cur == route)):
                 pending.pop(prefix, None)
                 if self.failed:
                     self.failed.pop(prefix, None)
