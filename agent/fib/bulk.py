@@ -234,13 +234,13 @@ def nh_done_added(nhg: NhLayer, kops: Sequence, errors) -> bool:
     if len(by_id) == 1:  # one route (a table's shape): one count, one stamped route
         ((gid, route),) = by_id.values()
         users[gid] = users.get(gid, 0) + len(prefixes)
-        nhg.bulk_restamp = (prefixes, None, route, nhg.stamp(route, gid))
+        nhg.bulk_restamp = (prefixes, None, nhg.stamp(route, gid))
         return True
     for rid, count in Counter(ids).items():
         gid = by_id[rid][0]
         users[gid] = users.get(gid, 0) + count
     stamped = {rid: nhg.stamp(route, gid) for rid, (gid, route) in by_id.items()}
-    nhg.bulk_restamp = (prefixes, ids, None, stamped)
+    nhg.bulk_restamp = (prefixes, ids, stamped)
     return True
 
 
@@ -248,11 +248,6 @@ def restamp_added(nhg: NhLayer) -> None:
     """`NhLayer.restamp` for the batch of `nh_done_added`: the reconciler stored every route of it
     (no error came back), so each prefix's route is replaced by its stamped copy with one
     ``dict.update``."""
-    prefixes, ids, route, stamped = nhg.bulk_restamp
+    prefixes, ids, stamped = nhg.bulk_restamp
     nhg.bulk_restamp = None
-    actual = nhg.actual
-    if ids is None:
-        if actual.get(prefixes[0]) is route:
-            actual.update(zip(prefixes, repeat(stamped)))
-        return
-    actual.update(zip(prefixes, map(stamped.__getitem__, ids)))
+    nhg.actual.update(zip(prefixes, repeat(stamped) if ids is None else map(stamped.__getitem__, ids)))
