@@ -65,6 +65,24 @@ async def test_routes_and_gate_wait_for_bfd_up_then_failure_withdraws_and_tears_
     assert r.bfd.failures == {PEER: 1}
 
 
+def test_the_stage_leaves_a_peers_accepted_routes_to_the_rib_only_while_nothing_holds_them(routing):
+    """`ImportStage.settle` after each output: not while BFD holds the peer's updates, and a BFD
+    failure puts them back into the stage (`pin`) before the RIB's clean-up withdraws them."""
+    r = routing
+    st = r.bgp.stage._peers[PEER]
+    r.handle_bgp((PeerState(PEER, PeerStatus.UP), announce(A, B)))
+    assert st.rib is None and set(st.recent) == {A, B}  # held by BFD: not in the RIB
+    r.handle_bfd(BfdChange(PEER, "down", "up", "none"))
+    r.handle_bgp(EndOfRib(PEER, Family.IPV4_UNICAST))
+    assert st.rib is r.rib.table and not st.recent and not st.kept  # the RIB answers for them
+    assert r.bgp.stage.verdict(PEER, A).accepted and r.bgp.stage.held(PEER)[4] == (2, 0)
+    r.handle_bfd(BfdChange(PEER, "up", "down", "detection_time_expired"))
+    assert not in_rib(r, A) and st.rib is None and set(st.recent) == {A, B}  # pinned
+    r.handle_bgp(RouteUpdate(PEER, Family.IPV4_UNICAST, (), withdrawn=(A,)))
+    assert r.bgp.stage.held(PEER)[4] == (1, 0) and r.bgp.stage.verdict(PEER, A) is None
+    assert r.bgp.stage.accepted_prefixes(PEER) == [B]
+
+
 PEER2 = "10.0.1.1"
 TWO_PEERS = CONFIG + f"""---
 apiVersion: routeagent.io/v1alpha1

@@ -63,7 +63,7 @@ def state(stage, rib):
     out = []
     for peer in (EBGP, IBGP):
         st = stage._peers[peer]
-        out.append((dict(st.verdicts), list(st.held), st.rejected_kept, list(st.unkept),
+        out.append((st.verdicts(), list(st.held), st.rejected_kept, list(st.unkept),
                     stage.maxprefix.count(peer, 4), stage.maxprefix.status(peer, 4).state))
     routes = {p: rib.candidates(p) for p in rib.prefixes()}
     return (out, dict(stage.received), dict(stage.accepted), dict(stage.rejected), routes, dict(rib.counts),

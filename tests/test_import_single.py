@@ -66,7 +66,7 @@ def make(policy, limit):
 
 def state(s):
     st = s._peers[PEER]
-    return (dict(st.verdicts), list(st.held), st.rejected_kept, list(st.unkept), dict(s.received),
+    return (st.verdicts(), list(st.held), st.rejected_kept, list(st.unkept), dict(s.received),
             dict(s.accepted), dict(s.rejected), s.maxprefix.count(PEER, 4), s.maxprefix.count(PEER, 6),
             s.maxprefix.status(PEER, 4).state)
 

@@ -9,7 +9,7 @@ stores nothing derived per route) and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -87,6 +87,12 @@ class RibViews:
 
     def prefixes(self) -> Iterator[Prefix]:
         return iter(self._routes)
+
+    @property
+    def table(self) -> Mapping[Prefix, Candidate | tuple[Candidate, ...]]:
+        """The prefix -> candidates table itself (a bare candidate, or a tuple of them), for the
+        owner task's readers that look up many prefixes (the import stage's `settle`). Read only."""
+        return self._routes
 
     def routes_of(self, origin: Origin) -> Iterator[tuple[Prefix, Candidate]]:
         """Every candidate of one origin (a scan; for mark-and-sweep of small sources and views)."""

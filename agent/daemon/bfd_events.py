@@ -41,6 +41,7 @@ class BfdEvents:
             if self.nhg is not None and self.nhg.without_gateway(peer):
                 self.flush_now()  # the groups first (one write each), then the RIB's clean-up
             self.rib.set_failed(origin, True)  # every decision from now on ignores its routes
+            self.bgp.stage.pin(peer)  # the RIB loses them, the stage still counts them
             self.bfd.start_cleanup(peer, origin, self.bgp.stage.accepted_prefixes(peer))
             session = self.bgp.source.sessions.get(peer)
             if session is not None and session.state is not PeerStatus.DOWN:

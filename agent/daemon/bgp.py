@@ -112,7 +112,7 @@ class BgpRuntime(BgpViews, MaxPrefixHoldDown):
         for addr, peer in self.peers.items():
             if self.devices.get(addr) != self.device_of(addr):
                 self.stage.set_peer(self._import_peer(peer))
-                if self.stage.accepted_prefixes(addr):
+                if self.stage.has_accepted(addr):
                     self._refresh_all({addr: peer})
 
     @staticmethod
@@ -264,6 +264,17 @@ class BgpRuntime(BgpViews, MaxPrefixHoldDown):
 
     def _spawn(self, coro) -> asyncio.Task:
         return self._spawner(coro, name=f"bgp-{coro.__qualname__}")
+
+    def settle(self, table, gated: Callable[[str], bool]) -> None:
+        """The RIB (`table`: `Rib.table`) has applied every output so far: let it answer for the
+        accepted routes of each peer that nothing holds back from it (`ImportStage.settle`): not
+        a peer with graceful-restart stale routes (the RIB holds routes the stage forgot), nor one
+        whose ADD-PATH updates wait for its End-of-RIB, nor one whose BFD is not Up (`gated`:
+        its updates are held)."""
+        stage = self.stage
+        for addr, s in self.source.sessions.items():
+            if not s.stale and not s.deferred and not gated(addr):
+                stage.settle(addr, table)
 
     def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
         if ev.__class__ is RouteUpdate:  # the hot path; `out`: the output of UPDATEs before it

@@ -47,6 +47,10 @@ from .events import Event, EventQueue
 log = logging.getLogger("route_agent")
 
 
+def _never(_peer: str) -> bool:
+    return False
+
+
 def _no_notice(reason: str, message: str, warning: bool = False) -> None:
     pass
 
@@ -152,7 +156,7 @@ class Routing(BfdEvents):
 
     def _bfd_configure(self, config) -> None:
         released = self.bfd.configure(config.peers, config.bfd_profiles, self.bgp.stage.origin, peer_key,
-                                      lambda peer: bool(self.bgp.stage.accepted_prefixes(peer)))
+                                      self.bgp.stage.has_accepted)
         if released:
             self.apply_released(released)
         if self.bfd.specs and not self.bfd.started and self.bgp_started:
@@ -359,6 +363,7 @@ class Routing(BfdEvents):
     def _bgp_output(self, out) -> None:
         if out.updates:
             self._apply_bgp(out.updates, out.withdrawn)
+        self.settle_stage()
         for line in out.logs:
             log.warning("%s", line)
             if "max-prefix" in line:
@@ -372,6 +377,10 @@ class Routing(BfdEvents):
                 self.bfd.synced_waiting.add(peer)
             else:
                 self.source_synced(f"bgp/{peer}")
+
+    def settle_stage(self) -> None:
+        """Everything the import stage gave is in the RIB now (`BgpDaemon.settle`)."""
+        self.bgp.settle(self.rib.table, self.bfd.gated if self.bfd is not None else _never)
 
     # ---------------------------------------------------------------- cluster inputs
     def cluster_guard(self) -> None:

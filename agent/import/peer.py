@@ -16,7 +16,7 @@ their path id (`path_candidate`, cached the same way).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -54,6 +54,7 @@ CANDIDATE_CACHE = 1 << 13
 MAX_PREFIX = "max-prefix"  # the policy name of max-prefix rejections
 _bgp_candidate = partial(tuple.__new__, BgpCandidate)  # a named tuple without its Python-level __new__
 _join = b"".join  # (bytes + a `Communities` would ask the subclass's __radd__ first: 1.7x slower)
+_MISSING = object()
 _UNICAST = RouteType.UNICAST  # (an enum member's lookup on its class costs ~60 ns in 3.11: once per set here)
 
 
@@ -79,13 +80,43 @@ class ImportPeer:
         return self.local_as if self.local_as is not None else (None if self.ebgp else self.asn)
 
 
+def rib_holds(table: Mapping, prefix: Prefix, origin: Origin) -> bool:
+    """Does the RIB's table (`Rib.table`) hold a candidate of `origin` without path id for `prefix`?
+    (`origin` by identity: the candidates a `PeerState` builds all carry its own origin object.)"""
+    e = table.get(prefix)
+    if e is None:
+        return False
+    if e.__class__ is tuple:  # several origins (a bare candidate is a tuple subclass)
+        for c in e:
+            if c[0] is origin and c[6] is None:
+                return True
+        return False
+    return e[0] is origin and e[6] is None
+
+
+def rib_holds_any(table: Mapping, prefixes: Sequence[Prefix], origin: Origin) -> bool:
+    """`rib_holds` for any of `prefixes` (one C-level test while no other origin has them)."""
+    if table.keys().isdisjoint(prefixes):
+        return False
+    for prefix in prefixes:
+        if rib_holds(table, prefix, origin):
+            return True
+    return False
+
+
 class PeerState:
     """What the import stage keeps per peer: settings, bound policy, verdicts, counts, and the
-    last candidate built (reused while attributes, modifications and next hop stay the same)."""
+    last candidate built (reused while attributes, modifications and next hop stay the same).
 
-    __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "verdicts", "held",
-                 "key4", "key6", "rejected_kept", "cands", "identity", "hops", "max_verdicts", "loop",
-                 "loop_verdict", "unkept", "paths", "path_cands")
+    The verdicts (see `agent.import.stage`, "State kept per peer") are `stored(prefix)`: `kept`
+    (rejections kept, and accepted routes whose verdict is not `common`), then `recent` (accepted
+    with the `common` verdict since the last `settle`, or None: not accepted, whatever the RIB
+    still holds), then, once settled (`rib` set), the RIB: a prefix the RIB holds a candidate of
+    this peer for is accepted, with the `common` verdict."""
+
+    __slots__ = ("settings", "info", "bound", "fixed", "origin", "distance", "kept", "recent", "common",
+                 "rib", "held", "key4", "key6", "rejected_kept", "cands", "identity", "hops", "max_verdicts",
+                 "loop", "loop_verdict", "unkept", "paths", "path_cands")
 
     def __init__(self, settings: ImportPeer) -> None:
         self.settings = settings
@@ -95,7 +126,10 @@ class PeerState:
         self.bound: BoundPolicy | None = None
         self.fixed: Verdict | None = None  # the verdict of every route when there is no policy
         self.distance = 0
-        self.verdicts: dict[Prefix, Verdict] = {}
+        self.kept: dict[Prefix, Verdict] = {}  # rejections kept; accepted with another verdict than `common`
+        self.recent: dict[Prefix, Verdict | None] = {}  # since the last settle: `common`, or None (not accepted)
+        self.common: Verdict | None = None  # the verdict of the accepted routes not in `kept`
+        self.rib: Mapping | None = None  # the RIB's table once settled (None: `recent` holds every one)
         self.paths: dict[Prefix, dict[int, Verdict]] = {}  # ADD-PATH routes: prefix -> path id -> verdict
         self.held = [0, 0, 0, 0]  # v4 rejected, v4 accepted, v6 rejected, v6 accepted
         self.key4 = (settings.address, 4)
@@ -111,6 +145,105 @@ class PeerState:
         self.path_cands: dict[tuple[int, int], tuple[Candidate, Candidate]] = {}  # see path_candidate
         self.loop: tuple[Any, bool] | None = None  # (attrs object, its AS_PATH loops)
         self.loop_verdict: Verdict | None = None  # set by the stage's bind
+
+    # -- verdicts ---------------------------------------------------------------------------------
+
+    def stored(self, prefix: Prefix) -> Verdict | None:
+        """The stored verdict of this peer's route for `prefix` (None: no route, or a rejection not kept)."""
+        v = self.kept.get(prefix)
+        if v is not None:
+            return v
+        v = self.recent.get(prefix, _MISSING)
+        if v is not _MISSING:
+            return v  # type: ignore[return-value]
+        rib = self.rib
+        return self.common if rib is not None and rib_holds(rib, prefix, self.origin) else None
+
+    def known(self, prefix: Prefix) -> bool:
+        """Has the stage anything for `prefix` (a verdict, or a "not accepted" to tell the RIB apart)?"""
+        if prefix in self.kept or prefix in self.recent:
+            return True
+        rib = self.rib
+        return rib is not None and rib_holds(rib, prefix, self.origin)
+
+    def known_any(self, prefixes: Sequence[Prefix]) -> bool:
+        """`known` for any of `prefixes` (C-level tests while nothing is known of them)."""
+        if not self.kept.keys().isdisjoint(prefixes) or not self.recent.keys().isdisjoint(prefixes):
+            return True
+        rib = self.rib
+        return rib is not None and rib_holds_any(rib, prefixes, self.origin)
+
+    def accept(self, prefix: Prefix, verdict: Verdict) -> None:
+        """Store an accepted route's verdict (the general loop's way; the bulk lanes write `recent`)."""
+        common = self.common
+        if common is None:
+            common = self.common = verdict
+        if verdict is common:
+            self.recent[prefix] = verdict
+            if self.kept:
+                self.kept.pop(prefix, None)
+        else:
+            self.kept[prefix] = verdict
+            self.recent.pop(prefix, None)
+
+    def reject(self, prefix: Prefix, verdict: Verdict) -> None:
+        """Keep a rejection's verdict (the RIB may hold the route until the withdraw is applied:
+        `kept` answers first)."""
+        self.kept[prefix] = verdict
+        if self.rib is None:
+            self.recent.pop(prefix, None)
+        else:
+            self.recent[prefix] = None
+
+    def forget(self, prefix: Prefix) -> None:
+        """Nothing is stored for `prefix` any more (withdrawn, or a rejection not kept)."""
+        if self.kept:
+            self.kept.pop(prefix, None)
+        if self.rib is None:
+            self.recent.pop(prefix, None)
+        else:
+            self.recent[prefix] = None
+
+    def accepted_keys(self) -> list[Prefix]:
+        """The prefixes accepted now (a scan of the RIB for this peer's candidates, once settled)."""
+        kept, recent = self.kept, self.recent
+        out = [p for p, v in kept.items() if v.accepted]
+        out += [p for p, v in recent.items() if v is not None and p not in kept]
+        rib = self.rib
+        if rib is not None:
+            origin = self.origin
+            out += [p for p, e in rib.items()
+                    if p not in recent and p not in kept and rib_holds(rib, p, origin)]
+        return out
+
+    def verdicts(self) -> dict[Prefix, Verdict]:
+        """Every stored verdict by prefix, accepted or kept rejection (a scan: for tests and views)."""
+        out = {p: self.stored(p) for p in self.accepted_keys()}
+        out.update((p, v) for p, v in self.kept.items() if not v.accepted)
+        return out  # type: ignore[return-value]
+
+    def settle(self, rib: Mapping) -> None:
+        """The RIB (`rib`, `Rib.table`) holds every update the stage gave for this peer: the
+        accepted routes in `recent` are in it, the ones not accepted are not; from now on it
+        answers for them."""
+        if self.recent:
+            self.recent = {}
+        self.rib = rib
+
+    def pin(self) -> None:
+        """The RIB is about to lose this peer's routes while the stage keeps them (a BFD
+        failure's clean-up): `recent` holds every accepted route again (a scan of the RIB)."""
+        rib = self.rib
+        if rib is None:
+            return
+        kept, recent, common, origin = self.kept, self.recent, self.common, self.origin
+        pinned = {p: common for p in rib if p not in kept and p not in recent and rib_holds(rib, p, origin)}
+        pinned.update((p, v) for p, v in recent.items() if v is not None)
+        self.recent, self.rib = pinned, None
+
+    def reset(self) -> None:
+        """Nothing stored (the session went down)."""
+        self.kept, self.recent, self.common, self.rib = {}, {}, None, None
 
     def looped(self, attrs: Any) -> bool:
         """Does the AS_PATH of `attrs` hold our AS more often than allowed? (Cached per attributes

@@ -40,8 +40,7 @@ def receive_run(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequence
     n = len(prefixes)
     if n < MIN or (stale and not stale.isdisjoint(prefixes)):
         return None
-    verdicts = st.verdicts
-    if verdicts and not verdicts.keys().isdisjoint(prefixes):
+    if st.known_any(prefixes):
         return None
     if st.looped(attrs):
         return None
@@ -60,9 +59,12 @@ def receive_run(stage: ImportStage, st: PeerState, peer: str, prefixes: Sequence
     s = st.settings
     if stage.guard.refused(prefixes, nexthop, s.allow_default, s.allow_covering):
         return None
-    before = len(verdicts)
-    verdicts.update(zip(prefixes, repeat(verdict)))
-    new = len(verdicts) - before  # (a prefix twice in one UPDATE counts once, as in the loop)
+    if st.common is None:
+        st.common = verdict
+    store = st.recent if verdict is st.common else st.kept  # (none of them is in either: `known_any`)
+    before = len(store)
+    store.update(zip(prefixes, repeat(verdict)))
+    new = len(store) - before  # (a prefix twice in one UPDATE counts once, as in the loop)
     st.held[(2 if fam == 6 else 0) + 1] += new
     stage.maxprefix.add(peer, fam, new)
     stage.count(st, fam, n, n, {})

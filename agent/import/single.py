@@ -27,7 +27,7 @@ from ..core.model import Prefix, Update, new_update
 from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Verdict
 from .maxprefix import MaxPrefixDecision
-from .peer import PeerState
+from .peer import PeerState, rib_holds
 from .runs import MIN
 
 if TYPE_CHECKING:
@@ -41,8 +41,7 @@ def receive_one(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, ne
                 attrs: Any, out: list[Update], stale: set | None) -> tuple[MaxPrefixDecision, Verdict] | None:
     """`receive_batch(peer, (prefix,), ...)` when the route is new and accepted; None: nothing was
     done (see the module doc)."""
-    verdicts = st.verdicts
-    if prefix in verdicts or (stale and prefix in stale):
+    if st.known(prefix) or (stale and prefix in stale):
         return None
     s = st.settings
     if stage.guard.check(prefix, nexthop, allow_default=s.allow_default, allow_covering=s.allow_covering) is not None \
@@ -57,7 +56,10 @@ def receive_one(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, ne
     if maxprefix.room(peer, fam) < 1:
         return None
     maxprefix.add(peer, fam, 1)
-    verdicts[prefix] = verdict
+    common = st.common
+    if common is None:
+        common = st.common = verdict
+    (st.recent if verdict is common else st.kept)[prefix] = verdict
     st.held[3 if fam == 6 else 1] += 1
     out.append(new_update((prefix, st.origin, st.candidate(nexthop, attrs, verdict.mods), None)))
     stage.count(st, fam, 1, 1, _NO_REJECTIONS)
@@ -78,7 +80,8 @@ def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tu
     settings looked up once and the counts added once (max-prefix's before anything else reads
     it: before each run `receive_batch` takes, and at the end). Every other run goes to
     `receive_batch`, which decides every case (and takes longer runs in bulk: `runs.receive_run`)."""
-    verdicts, origin = st.verdicts, st.origin
+    kept, recent, rib, origin = st.kept, st.recent, st.rib, st.origin
+    known_any, common = st.known_any, st.common
     s = st.settings
     check, refused = stage.guard.check, stage.guard.refused
     allow_default, allow_covering = s.allow_default, s.allow_covering
@@ -93,26 +96,33 @@ def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tu
         n = len(prefixes)
         if n == 1:
             prefix = prefixes[0]
-            if taken < room and prefix not in verdicts and not (stale and prefix in stale) and not looped(attrs) \
+            if taken < room and prefix not in kept and prefix not in recent \
+                    and not (rib is not None and rib_holds(rib, prefix, origin)) \
+                    and not (stale and prefix in stale) and not looped(attrs) \
                     and check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering) is None:
                 verdict = fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)
                 if verdict.accepted:
+                    if common is None:
+                        common = st.common = verdict
                     taken += 1
                     counted += 1
-                    verdicts[prefix] = verdict
+                    (recent if verdict is common else kept)[prefix] = verdict
                     append(new_update((prefix, origin, candidate(nexthop, attrs, verdict.mods), None)))
                     continue
-        elif n < MIN and one_verdict and taken + n <= room and verdicts.keys().isdisjoint(prefixes) \
+        elif n < MIN and one_verdict and taken + n <= room and not known_any(prefixes) \
                 and not (stale and not stale.isdisjoint(prefixes)) and not looped(attrs) \
                 and not refused(prefixes, nexthop, allow_default, allow_covering):
             verdict = fixed if bound is None else bound.evaluate(prefixes[0], nexthop, attrs)
             if verdict.accepted:
-                before = len(verdicts)
+                if common is None:
+                    common = st.common = verdict
+                store = recent if verdict is common else kept
+                before = len(store)
                 cand = candidate(nexthop, attrs, verdict.mods)
                 for prefix in prefixes:
-                    verdicts[prefix] = verdict
+                    store[prefix] = verdict
                     append(new_update((prefix, origin, cand, None)))
-                taken += len(verdicts) - before
+                taken += len(store) - before
                 counted += n
                 continue
         if taken:
@@ -122,6 +132,7 @@ def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tu
         if decision is not _OK:
             decisions.append(decision)
         room = maxprefix.room(peer, fam)
+        kept, recent, common = st.kept, st.recent, st.common  # (the general loop may set them)
     if taken:
         maxprefix.add(peer, fam, taken)
         held += taken

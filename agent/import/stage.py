@@ -41,11 +41,21 @@ A re-announcement that is now rejected gives a withdraw `Update`; `withdraw` doe
 withdrawn prefix that was accepted. `peer_down` forgets the peer's routes and resets max-prefix
 (the RIB side of a session loss, stale marking under graceful restart, is the BGP source's job).
 
-State kept per peer, for ``explain`` and max-prefix: one dict from prefix to its shared `Verdict`
-(a reference to an interned object; the policy's verdicts are one per statement). Accepted
-prefixes are always kept (max-prefix needs to know what is already counted); rejected ones up to
+State kept per peer, for ``explain`` and max-prefix: the shared `Verdict` of every route the peer
+sent (a reference to an interned object; the policy's verdicts are one per statement). Accepted
+routes are always known (max-prefix needs to know what is already counted); rejected ones up to
 `keep_rejected` per peer, so a peer sending a full table through a tight policy cannot grow the
-agent without bound: beyond it a rejection is counted but `verdict()` answers None.
+agent without bound: beyond it a rejection is counted but `verdict()` answers None. An accepted
+route is in the RIB under the peer's origin anyway, so once the owner says the RIB holds
+everything the stage gave for a peer (`settle`: after each applied output, for a peer with no
+graceful-restart stale routes and nothing held back by BFD or an ADD-PATH recovery) the RIB
+answers for it, as BIRD's table does for its protocols: the stage keeps no entry per accepted
+route, only its rejections, the accepted routes whose verdict is not the peer's usual one
+(`PeerState.common`: a policy with one accepting statement, or none, has only that one), and
+what changed since the last `settle` (`PeerState`). That is one dict slot less per route of a
+full table (~35 B/route). Before the RIB loses a peer's routes that the stage still counts (a BFD
+failure's clean-up while the session is still up) the owner calls `pin`: the stage holds them
+itself again, until the next `settle`.
 
 Counters (plain dicts, monotonic, for the metrics layer): `received[(peer, family)]`,
 `accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`; a re-sent route (route refresh)
@@ -183,8 +193,30 @@ class ImportStage(StageViews):
         st = self._peers.get(peer)
         if st is None:
             return []
-        out: list = [p for p, v in st.verdicts.items() if v.accepted]
+        out: list = st.accepted_keys()
         return out + accepted_paths(st) if st.paths else out
+
+    def has_accepted(self, peer: str) -> bool:
+        """Does `peer` have routes accepted now? (The counts: no scan.)"""
+        st = self._peers.get(peer)
+        return st is not None and bool(st.held[1] or st.held[3])  # (ADD-PATH paths included)
+
+    def settle(self, peer: str, rib: Mapping) -> None:
+        """The RIB's table (`Rib.table`) now holds every update this stage gave for `peer`, and
+        nothing keeps them from it (no graceful-restart stale routes, nothing held back by BFD or
+        a recovering ADD-PATH peer): it answers for the peer's accepted routes from now on, so the
+        stage keeps no entry of its own for them (`PeerState.settle`)."""
+        st = self._peers.get(peer)
+        if st is not None and (st.recent or st.rib is not rib):
+            st.settle(rib)
+
+    def pin(self, peer: str) -> None:
+        """The RIB is about to lose `peer`'s routes while the stage still counts them (a BFD
+        failure's clean-up before the session is down): keep them in the stage again until the
+        next `settle` (`PeerState.pin`)."""
+        st = self._peers.get(peer)
+        if st is not None:
+            st.pin()
 
     @property
     def peers(self) -> dict[str, ImportPeer]:
@@ -230,7 +262,7 @@ class ImportStage(StageViews):
             return done
         s = st.settings
         maxprefix = self.maxprefix
-        verdicts, held, origin = st.verdicts, st.held, st.origin
+        held, origin = st.held, st.origin
         fam = 6 if prefixes and prefixes[0] & V6_FLAG else 4
         base = 2 if fam == 6 else 0
         bound = st.bound
@@ -257,7 +289,7 @@ class ImportStage(StageViews):
             was_stale = bool(stale) and prefix in stale  # type: ignore[operator]
             if was_stale:
                 stale.discard(prefix)  # type: ignore[union-attr]
-            old = verdicts.get(prefix)
+            old = st.stored(prefix)
             was_accepted = old is not None and old.accepted
             if verdict.accepted:
                 if not was_accepted:
@@ -280,7 +312,7 @@ class ImportStage(StageViews):
                 if not old.accepted:
                     st.rejected_kept -= 1
             if verdict.accepted:
-                verdicts[prefix] = verdict
+                st.accept(prefix, verdict)
                 n_acc += 1
                 if cand is None or verdict.mods is not mods:
                     mods = verdict.mods
@@ -289,13 +321,13 @@ class ImportStage(StageViews):
                 continue
             rejected[verdict.reason] = rejected.get(verdict.reason, 0) + 1
             if st.rejected_kept < self.keep_rejected:
-                verdicts[prefix] = verdict
+                st.reject(prefix, verdict)
                 held[base] += 1
                 st.rejected_kept += 1
             else:
                 st.unkept[base >> 1] += 1
                 if old is not None:
-                    del verdicts[prefix]
+                    st.forget(prefix)
             if was_accepted or was_stale:
                 out.append(new_update((prefix, origin, None, None)))
         maxprefix.add(peer, fam, taken)
@@ -320,9 +352,10 @@ class ImportStage(StageViews):
     def withdraw(self, peer: str, prefix: Prefix) -> Update | None:
         """`peer` withdrew `prefix`: the RIB withdraw to forward (None: it was not accepted)."""
         st = self._peers[peer]
-        old = st.verdicts.pop(prefix, None)
+        old = st.stored(prefix)
         if old is None:
             return None
+        st.forget(prefix)
         v6 = prefix & V6_FLAG
         st.held[(2 if v6 else 0) + old.accepted] -= 1
         if not old.accepted:
@@ -340,7 +373,7 @@ class ImportStage(StageViews):
             return []
         s = st.settings
         out = []
-        for prefix in [p for p, v in st.verdicts.items() if v.accepted]:
+        for prefix in st.accepted_keys():
             verdict = self.guard.check(prefix, allow_default=s.allow_default, allow_covering=s.allow_covering)
             if verdict is None:
                 continue
@@ -349,7 +382,7 @@ class ImportStage(StageViews):
             st.held[base + 1] -= 1
             st.held[base] += 1
             st.rejected_kept += 1
-            st.verdicts[prefix] = verdict
+            st.reject(prefix, verdict)
             self.maxprefix.release(peer, 6 if v6 else 4)
             rkey = (peer, 6 if v6 else 4, verdict.reason)
             self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
@@ -361,7 +394,7 @@ class ImportStage(StageViews):
         a max-prefix teardown). `now` is monotonic seconds."""
         st = self._peers.get(peer)
         if st is not None:
-            st.verdicts = {}
+            st.reset()
             st.paths = {}
             st.held = [0, 0, 0, 0]
             st.rejected_kept = 0

@@ -26,13 +26,13 @@ class StageViews:
         """The stored verdict of `peer`'s current route for `prefix` (None: no such route, or a
         rejection beyond `keep_rejected`)."""
         st = self._peers.get(peer)
-        return None if st is None else st.verdicts.get(prefix)
+        return None if st is None else st.stored(prefix)
 
     def explain(self, prefix: Prefix) -> dict[str, Verdict]:
         """Every peer's stored verdict for `prefix`."""
         out = {}
         for address, st in self._peers.items():
-            v = st.verdicts.get(prefix)
+            v = st.stored(prefix)
             if v is not None:
                 out[address] = v
         return out
@@ -41,7 +41,7 @@ class StageViews:
         """Every peer's stored verdicts for `prefix`: (peer, path id or None, verdict)."""
         out: list[tuple[str, int | None, Verdict]] = []
         for address, st in self._peers.items():
-            v = st.verdicts.get(prefix)
+            v = st.stored(prefix)
             if v is not None:
                 out.append((address, None, v))
             out += [(address, pid, v) for pid, v in sorted(st.paths.get(prefix, {}).items())]
