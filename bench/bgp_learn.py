@@ -59,7 +59,9 @@ receivers, ExaBGP alone's helper, the end points and the report.
 RSS: agent and its ExaBGP child (and the relay helper) from /proc at the end point of every table
 (ExaBGP runs with `adj-rib-in false`, so its RSS should not grow with the table); for the full
 table also the agent's bytes per route, as RSS / routes and as the growth from the last sample
-before the session came up (sampled every 0.2 s). CPU seconds per process during each run show
+before the session came up (sampled every 0.2 s), and once more when the agent is done with the
+load: after it logged giving the allocator's free pages back (`agent.daemon.core`, one second
+after its last pass of the load; at most 15 s after the end point), which is what it keeps. CPU seconds per process during each run show
 where the time goes, and the seconds each receiver process spent runnable but waiting for a core
 (/proc/PID/schedstat) with the machine's load average before and after each run show how much
 other work on the same cores skewed it. For the agent, the CPU it used while learning (from its
@@ -93,13 +95,14 @@ THIS = os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(os.path.dirname(THIS)))  # the repository: testlab, agent (also with -S -E)
 
 from testlab.benchlab import (  # noqa: E402  (stdlib only at import: the helpers run with -S -E)
-    PROTO_AGENT, PROTO_BIRD, agent_pids, agent_yaml, common_options, finish, Lab, launch_agent, launch_exabgp,
+    PROTO_AGENT, PROTO_BIRD, agent_log_times, agent_pids, agent_yaml, common_options, finish, Lab, launch_agent, launch_exabgp,
     loadavg, node_bird_config, notes, peer_bird_config, prefix_text, print_profile, profile_path, ratio, rounds,
     RssSampler, setup, static_s4, work_directory, write_agent_yaml,
 )
-from testlab.procstat import proc_cpu, proc_runq_wait, usage  # noqa: E402
+from testlab.procstat import proc_cpu, proc_runq_wait, rss_mib, usage  # noqa: E402
 
 TABLES = ("shared", "shared500", "distinct", "full")
+TRIM_LINE = "allocator: free memory of a load given back"  # (agent.daemon.core)
 TARGET_BIRD = {"shared": 1.2, "shared500": 1.2, "distinct": 4.0, "full": 2.0}  # issue 13
 TARGET_BYTES_PER_ROUTE = 250
 
@@ -317,6 +320,11 @@ def run_one(kind: str, table: Table, workdir: str, timeout: float, profile: str 
         res.update(usage(groups))
         for name, pids in groups.items():  # since launch: time runnable but waiting for a core
             res[f"{name}_wait_s"] = round(sum(proc_runq_wait(p) for p in pids), 2)
+        if kind == "agent" and watcher is not None:  # what it keeps once the load is over
+            log_path, deadline = os.path.join(workdir, "agent.log"), time.monotonic() + 15
+            while not agent_log_times(log_path, TRIM_LINE, end["t_end"]) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            res["agent_rss_idle_mib"] = round(rss_mib([proc.pid]), 1)
         res["load_after"] = loadavg()
         poker.close()
         res["pokes"], res["poke_error"] = poker.count, poker.error
@@ -421,6 +429,12 @@ def report(tables: list[Table], runs: list[dict], repeat: int) -> tuple[dict, bo
                     growth = (worst["agent_rss_mib"] - worst["agent_rss_base_mib"]) * 2**20 / n
                     result["agent_rss_growth_bytes_per_route"] = round(growth)
                     line += f", {growth:.0f} B/route above its {worst['agent_rss_base_mib']} MiB before the session"
+                idle = [r["agent_rss_idle_mib"] for r in agent_runs if "agent_rss_idle_mib" in r]
+                if idle:
+                    result[f"agent_rss_idle_{name}_mib"] = max(idle)
+                    result["agent_rss_idle_bytes_per_route"] = round(max(idle) * 2**20 / n)
+                    line += (f"; once the load is over {max(idle)} MiB = {max(idle) * 2**20 / n:.0f} B/route "
+                             f"(target <= {TARGET_BYTES_PER_ROUTE})")
             print(line)
         exa_runs = [r for r in runs if r["kind"] == "exabgp_alone" and r["table"] == name]
         if exa_runs:

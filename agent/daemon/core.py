@@ -12,7 +12,9 @@ table arriving, a storm of kernel notifications) the HTTP API, the speaker's rea
 still run every few tens of milliseconds, and the FIB is flushed at least that often.
 
 When the passes make tens of thousands of objects a second (a table being loaded), they are moved
-out of the cyclic collector's way (`agent.core.gctune.LoadFreezer`).
+out of the cyclic collector's way (`agent.core.gctune.LoadFreezer`), and once such a load is over
+(`TRIM_QUIET` seconds after the last pass that froze objects) the C allocator gives the free
+pages the load left in its heap back to the system (`agent.core.gctune.malloc_trim`).
 
 A bug or an OS error while handling one event must not take the agent (and the routing of the
 node) down: it is logged, counted (``route_agent_event_handler_errors_total``) and a full kernel
@@ -23,18 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ..core.gctune import LoadFreezer
+from ..core.gctune import LoadFreezer, malloc_trim
 from .events import Event, EventQueue
 
 log = logging.getLogger("route_agent")
 
 SLOW_STEP = 0.25  # seconds: a core step this long is logged
 PASS_BUDGET = 0.05  # seconds of event handling before the end-of-pass steps and a yield
+TRIM_QUIET = 1.0  # seconds after the last pass of a load before the allocator's free pages go back
 
 
 class Core:
@@ -47,6 +51,8 @@ class Core:
         # pass and yield, so the loop can hand it over
         self.urgent_waiting: Callable[[], bool] = lambda: False
         self.freezer = LoadFreezer()
+        self.trim = malloc_trim()
+        self._trim_at: asyncio.TimerHandle | None = None
 
     def on(self, kind: str, handler: Callable[[Any], None]) -> None:
         """Call `handler(event.data)` for every event of `kind`, in registration order."""
@@ -70,8 +76,23 @@ class Core:
                 self.handle(ev)
             for name, step, resync in self._end_of_pass:
                 self._safely(name, step, retry, resync)
-            self.freezer.after_pass(time.monotonic())  # a load's objects leave the collector's way
+            if self.freezer.after_pass(time.monotonic()) and self.trim is not None:  # a load's
+                self._trim_later()  # objects leave the collector's way; its garbage, the heap
             await asyncio.sleep(0)  # let the API, the speaker's reader and the timers run
+
+    def _trim_later(self) -> None:
+        """(Re)arm the trim: it runs once no pass has frozen objects for `TRIM_QUIET` seconds."""
+        if self._trim_at is not None:
+            self._trim_at.cancel()
+        self._trim_at = asyncio.get_running_loop().call_later(TRIM_QUIET, self._trim_now)
+
+    def _trim_now(self) -> None:
+        self._trim_at = None
+        t0 = time.monotonic()
+        before = _rss_mib()
+        self.trim()  # type: ignore[misc]
+        log.info("allocator: free memory of a load given back: RSS %.1f -> %.1f MiB in %.1f ms",
+                 before, _rss_mib(), (time.monotonic() - t0) * 1000)
 
     def handle(self, ev: Event) -> None:
         """Handle one event now (errors are contained, see the module doc)."""
@@ -94,3 +115,14 @@ class Core:
                 self.queue.put(Event("scan", "handler-error"))
             return False
         return True
+
+
+def _rss_mib() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE / 2**20
+    except OSError:
+        return 0.0
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
