@@ -15,6 +15,7 @@ from agent.core.model import (
     nexthops,
 )
 from agent.core.bestpath import select
+from agent.core.candidate import MARK_SHIFT
 from agent.core.communities import Communities, LargeCommunities
 from agent.core.bgp import PathAttrs
 from agent.policy.verdict import NO_MODS, Modifications
@@ -103,10 +104,13 @@ def test_the_codecs_lists_are_kept_as_plain_octets_and_read_back_as_lists():
     comms, large = Communities.of_values([65001 << 16 | 1, 65001 << 16 | 7]), LargeCommunities.of_values([(65001, 1, 2)])
     c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(communities=comms, large_communities=large,
                                                         as_path=(4_200_000_001, 65001)))
-    # one bytes: the AS path's octets, then the communities', then the large communities'; the
-    # two list fields are where each starts (small ints: shared objects, no object per list)
+    # one bytes: the AS path's octets, then the communities', then the large communities'; one
+    # field marks where the lists are: where the communities start, plus the large ones' length
+    # shifted (a set without large communities: a small int, a shared object)
     assert c.path == bytes.fromhex("fa56ea010000fde9") + comms + large and c.path.__class__ is bytes
-    assert (c.comms, c.large) == (8, 16)
+    assert (c.comms, c.large) == (8, 16) and c.marks == 8 + (12 << MARK_SHIFT) and len(c) == 12
+    no_large = c._replace(large_communities=())
+    assert no_large.marks == 8 and no_large.marks is c._replace(as_path=(1, 2), large_communities=()).marks
     assert c.communities == ("65001:1", "65001:7") and isinstance(c.communities, Communities)
     assert c.large_communities == ("65001:1:2",) and isinstance(c.large_communities, LargeCommunities)
     assert c.as_path == (4_200_000_001, 65001) and c.neighbor_as == 4_200_000_001 and c.path_length == 2

@@ -10,21 +10,24 @@ in one of two shapes:
 * `BgpCandidate` (a subclass, built by ``Candidate(..., bgp=attrs)`` or directly): the BGP path
   attributes are fields of the candidate itself, after the common ones, and the four values that
   are the same for every path of a peer session (address, AS, router id, eBGP) are one shared
-  `PeerIdentity` in the place of ``bgp``. One 13-item tuple (144 octets) instead of a candidate
-  and a separate `BgpAttrs` (104 + 128): the full table's candidates take 35 bytes per route
-  less. The best-path steps read the fields directly (``c.local_pref``, ``c.bgp_origin``,
+  `PeerIdentity` in the place of ``bgp``. One 12-item tuple (144 octets with the collector's
+  header) instead of a candidate and a separate `BgpAttrs` (104 + 128): the full table's
+  candidates take 35 bytes per route less. The best-path steps read the fields directly (``c.local_pref``, ``c.bgp_origin``,
   ``c.med``, ``c.neighbor_as`` ...; ``c.is_bgp`` tells the shapes apart without building
   anything). ``c.bgp`` still gives the attributes as a `BgpAttrs` (built on each read: for
   views, tests and other cold code). The BGP ORIGIN attribute is ``bgp_origin`` on the
   candidate, because ``origin`` is the candidate's source (`Origin`) in both shapes.
 
 The AS path and the two community lists are one `bytes` (``path``): the path's 4-octet AS
-numbers, then the communities' octets, then the large communities' (`pack_attrs`); ``comms``
-and ``large`` hold where each list starts, small ints that Python shares. One object per
-attribute set instead of up to three (~13 bytes per route less at the full table);
-``c.as_path``, ``c.communities``, ``c.large_communities`` and ``c.path_length`` read them back.
-Lists of texts (the JSON path, a policy's added communities) stay tuples in ``comms`` and
-``large``, and ``path`` is then the AS path alone.
+numbers, then the communities' octets, then the large communities' (`pack_attrs`); ``marks``
+says where they are: where the communities start, plus the large communities' length shifted
+by `MARK_SHIFT` (so a set without large communities, 88 % of a full table, has a small int that
+Python shares). One object per attribute set instead of up to three (~13 bytes per route less at
+the full table), and one field instead of two (a tuple subclass is allocated with one spare
+item: 13 fields took 160 octets, 12 take 144, ~5 bytes per route less); ``c.as_path``,
+``c.communities``, ``c.large_communities``, ``c.path_length`` (and ``c.comms``, ``c.large``: the
+offsets) read them back. Lists of texts (the JSON path, a policy's added communities) stay
+tuples: ``marks`` is then the pair of them, and ``path`` the AS path alone.
 
 Equality and hashing are the tuple's: two BGP candidates are equal when every field is; a
 candidate of one shape never equals one of the other.
@@ -121,7 +124,9 @@ class Candidate(_CandidateFields):
 
 
 BGP_FIELDS = ("origin", "distance", "nexthops", "type", "peer", "metric", "path_id",
-              "local_pref", "path", "bgp_origin", "med", "comms", "large")
+              "local_pref", "path", "bgp_origin", "med", "marks")
+MARK_SHIFT = 20  # ``marks``: communities' start + (large communities' length << MARK_SHIFT)
+_START = (1 << MARK_SHIFT) - 1
 _Layout = namedtuple("_Layout", BGP_FIELDS)  # (its C field readers serve `BgpCandidate`)
 _INDEX = {name: i for i, name in enumerate(BGP_FIELDS)}
 _UNSET = object()
@@ -159,18 +164,19 @@ def keep_communities(values: Any) -> Any:
     return octets(values) if isinstance(values, (tuple, bytes)) else tuple(values)
 
 
-def pack_attrs(path: bytes, comms: Any, large: Any) -> tuple[bytes, Any, Any]:
-    """The ``path``, ``comms`` and ``large`` fields of a `BgpCandidate` for a packed AS path
-    (`pack_path`) and its two community lists (octets or ``()``; `keep_communities`): the lists'
-    octets follow the path's in one `bytes`, and ``comms`` / ``large`` are the offsets where
-    each list starts (small ints: shared). A list of texts (the JSON path, a policy's added
-    communities) keeps both lists as tuples of texts and ``path`` the AS path alone."""
+def pack_attrs(path: bytes, comms: Any, large: Any) -> tuple[bytes, Any]:
+    """The ``path`` and ``marks`` fields of a `BgpCandidate` for a packed AS path (`pack_path`)
+    and its two community lists (octets or ``()``; `keep_communities`): the lists' octets follow
+    the path's in one `bytes`, and ``marks`` is where the communities start plus the large
+    communities' length shifted by `MARK_SHIFT` (module doc). A list of texts (the JSON path, a
+    policy's added communities) keeps both lists as a pair of tuples of texts in ``marks``, and
+    ``path`` the AS path alone."""
     if (comms.__class__ is tuple and comms) or (large.__class__ is tuple and large):
-        return path, _texts(comms, Communities), _texts(large, LargeCommunities)
+        return path, (_texts(comms, Communities), _texts(large, LargeCommunities))
     n = len(path)
     if comms or large:  # (a join: bytes + a `Communities` would ask the subclass's __radd__ first)
-        return b"".join((path, comms or b"", large or b"")), n, n + (_octets_len(comms) if comms else 0)
-    return path, n, n
+        return b"".join((path, comms or b"", large or b"")), n + ((_octets_len(large) if large else 0) << MARK_SHIFT)
+    return path, n
 
 
 _octets_len = bytes.__len__  # (a `Communities`' own len counts its values)
@@ -181,8 +187,8 @@ def _texts(values: Any, cls: type[Communities]) -> tuple:
 
 
 _FIRST = _struct(1)
-_READ_AS = ("as_path", "communities", "large_communities")  # `_replace` takes these for the three below
-_PACKED = (8, 11, 12)  # the fields `pack_attrs` makes together
+_READ_AS = ("as_path", "communities", "large_communities")  # `_replace` takes these for the two below
+_PACKED = (8, 11)  # the fields `pack_attrs` makes together
 
 
 class BgpCandidate(Candidate):
@@ -200,8 +206,7 @@ class BgpCandidate(Candidate):
     path = _Layout.path
     bgp_origin = _Layout.bgp_origin
     med = _Layout.med
-    comms = _Layout.comms  # where the communities start in `path` (or a tuple of texts)
-    large = _Layout.large  # where the large communities start (or a tuple of texts)
+    marks = _Layout.marks  # where the lists are in `path` (module doc; or the pair of their texts)
 
     def __new__(cls, *values: Any) -> BgpCandidate:
         if len(values) != len(BGP_FIELDS):
@@ -219,30 +224,43 @@ class BgpCandidate(Candidate):
 
     @property
     def as_path(self) -> tuple[int, ...]:
-        c = self[11]
-        return path_asns(self[8][:c] if c.__class__ is int else self[8])
+        m = self[11]
+        return path_asns(self[8][:m & _START] if m.__class__ is int else self[8])
 
     @property
     def path_length(self) -> int:
         """The AS path's length as best path compares it (its AS numbers, as ``len(as_path)``)."""
-        c = self[11]
-        return (c if c.__class__ is int else len(self[8])) >> 2
+        m = self[11]
+        return (m & _START if m.__class__ is int else len(self[8])) >> 2
+
+    @property
+    def comms(self) -> int | tuple[str, ...]:
+        """Where the communities start in ``path`` (or the tuple of their texts)."""
+        m = self[11]
+        return m & _START if m.__class__ is int else m[0]
+
+    @property
+    def large(self) -> int | tuple[str, ...]:
+        """Where the large communities start in ``path`` (or the tuple of their texts)."""
+        m = self[11]
+        return len(self[8]) - (m >> MARK_SHIFT) if m.__class__ is int else m[1]
 
     @property
     def communities(self) -> Communities | tuple[str, ...]:
-        c = self[11]
-        if c.__class__ is not int:
-            return c
-        raw = self[8][c:self[12]]
+        m = self[11]
+        if m.__class__ is not int:
+            return m[0]
+        path = self[8]
+        raw = path[m & _START:len(path) - (m >> MARK_SHIFT)]
         return Communities.packed(raw) if raw else ()
 
     @property
     def large_communities(self) -> LargeCommunities | tuple[str, ...]:
-        c = self[12]
-        if c.__class__ is not int:
-            return c
-        raw = self[8][c:]
-        return LargeCommunities.packed(raw) if raw else ()
+        m = self[11]
+        if m.__class__ is not int:
+            return m[1]
+        n = m >> MARK_SHIFT
+        return LargeCommunities.packed(self[8][-n:]) if n else ()
 
     # the peer's values, as a `BgpAttrs` names them (read in C: ``attrgetter`` of the shared identity)
     peer_address = property(attrgetter("peer.address"))
@@ -253,8 +271,8 @@ class BgpCandidate(Candidate):
     @property
     def neighbor_as(self) -> int:
         """The AS the path was learned from (first AS in the path, else the peer's AS)."""
-        c = self[11]
-        return _FIRST.unpack_from(self[8])[0] if (c if c.__class__ is int else self[8]) else self[4].asn
+        m = self[11]
+        return _FIRST.unpack_from(self[8])[0] if (m & _START if m.__class__ is int else self[8]) else self[4].asn
 
     @classmethod
     def _make(cls, iterable: Any) -> BgpCandidate:
@@ -271,13 +289,14 @@ class BgpCandidate(Candidate):
             if i is None or i in _PACKED:
                 if name not in _READ_AS:
                     raise ValueError(f"got unexpected field name: {name!r}"
-                                     + (" (set as_path, communities, large_communities)" if i else ""))
+                                     + (" (set as_path, communities, large_communities)"
+                                        if i or name in ("comms", "large") else ""))
                 lists = lists or {}
                 lists[name] = value
             else:
                 values[i] = value
         if lists:
-            values[8], values[11], values[12] = pack_attrs(
+            values[8], values[11] = pack_attrs(
                 pack_path(lists.get("as_path", self.as_path)),
                 keep_communities(lists.get("communities", self.communities)),
                 keep_communities(lists.get("large_communities", self.large_communities)))
@@ -287,7 +306,7 @@ class BgpCandidate(Candidate):
         return dict(zip(BGP_FIELDS, self))
 
     def __repr__(self) -> str:
-        shown = {**self._asdict(), "path": self.as_path, "comms": self.communities, "large": self.large_communities}
+        shown = {**self._asdict(), "path": self.as_path, "marks": (self.communities, self.large_communities)}
         return "BgpCandidate(" + ", ".join(f"{n}={v!r}" for n, v in shown.items()) + ")"
 
 
@@ -295,7 +314,7 @@ def bgp_candidate(origin: Origin, distance: int, nexthops: tuple[NextHop, ...], 
                   metric: int | None = None, path_id: int | None = None) -> BgpCandidate:
     """The `BgpCandidate` with the attributes of `bgp` (a `BgpAttrs`, or anything with its fields)."""
     peer = peer_identity(bgp.peer_address, bgp.peer_as, bgp.router_id, bgp.ebgp)
-    path, comms, large = pack_attrs(pack_path(bgp.as_path), keep_communities(bgp.communities),
-                                    keep_communities(bgp.large_communities))
+    path, marks = pack_attrs(pack_path(bgp.as_path), keep_communities(bgp.communities),
+                             keep_communities(bgp.large_communities))
     return tuple.__new__(BgpCandidate, (origin, distance, nexthops, type, peer, metric, path_id, bgp.local_pref,
-                                        path, bgp.origin, bgp.med, comms, large))
+                                        path, bgp.origin, bgp.med, marks))

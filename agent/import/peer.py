@@ -282,21 +282,20 @@ class PeerState:
             # `pack_attrs`' common cases, inline (and no truth test of a `Communities`: a Python call)
             if large.__class__ is tuple and not large:  # no large communities
                 if comms.__class__ is not tuple:  # the codec's octets
-                    n = len(path)
+                    marks = len(path)
                     path = _join((path, comms))
-                    comms, large = n, len(path)  # (octets: a `Communities`' own len counts values)
                 elif not comms:
-                    comms = large = len(path)
+                    marks = len(path)
                 else:
-                    path, comms, large = pack_attrs(path, comms, large)
+                    path, marks = pack_attrs(path, comms, large)
             else:
-                path, comms, large = pack_attrs(path, comms, large)
+                path, marks = pack_attrs(path, comms, large)
             cand = _bgp_candidate((
                 self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
                 100 if ident.ebgp or local_pref is None else local_pref, path,
                 origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
                 0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-                comms, large))
+                marks))
         else:
             cand = self._other_candidate(attrs, distance, hops, mods.metric)
         if mods is not NO_MODS and mods.changes_attrs:
@@ -355,15 +354,15 @@ class PeerState:
         local_pref = getattr(attrs, "local_pref", None)
         med = getattr(attrs, "med", None)
         origin = getattr(attrs, "origin", BgpOrigin.IGP)
-        path, comms, large = pack_attrs(pack_path(getattr(attrs, "as_path", ())),
-                                        keep_communities(getattr(attrs, "communities", ())),
-                                        keep_communities(getattr(attrs, "large_communities", ())))
+        path, marks = pack_attrs(pack_path(getattr(attrs, "as_path", ())),
+                                 keep_communities(getattr(attrs, "communities", ())),
+                                 keep_communities(getattr(attrs, "large_communities", ())))
         return _bgp_candidate((
             self.origin, distance, hops, _UNICAST, self._identity(getattr(attrs, "router_id", None)), metric, None,
             100 if ebgp or local_pref is None else local_pref, path,
             origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
             0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
-            comms, large))
+            marks))
 
     def _nexthops(self, nexthop: str | None) -> tuple[NextHop, ...]:
         if not nexthop:
