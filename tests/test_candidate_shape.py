@@ -109,6 +109,9 @@ def test_the_codecs_lists_are_kept_as_plain_octets_and_read_back_as_lists():
     # shifted (a set without large communities: a small int, a shared object)
     assert c.path == bytes.fromhex("fa56ea010000fde9") + comms + large and c.path.__class__ is bytes
     assert (c.comms, c.large) == (8, 16) and c.marks == 8 + (12 << MARK_SHIFT) and len(c) == 12
+    other = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(communities=comms, large_communities=large,
+                                                         as_path=(1, 2), med=5))
+    assert other.marks == c.marks and other.marks is c.marks  # (shared, also beyond the small ints)
     no_large = c._replace(large_communities=())
     assert no_large.marks == 8 and no_large.marks is c._replace(as_path=(1, 2), large_communities=()).marks
     assert c.communities == ("65001:1", "65001:7") and isinstance(c.communities, Communities)

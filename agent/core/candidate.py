@@ -21,8 +21,8 @@ in one of two shapes:
 The AS path and the two community lists are one `bytes` (``path``): the path's 4-octet AS
 numbers, then the communities' octets, then the large communities' (`pack_attrs`); ``marks``
 says where they are: where the communities start, plus the large communities' length shifted
-by `MARK_SHIFT` (so a set without large communities, 88 % of a full table, has a small int that
-Python shares). One object per attribute set instead of up to three (~13 bytes per route less at
+by `MARK_SHIFT` (a set without large communities, 88 % of a full table, has a small int that
+Python shares; the others share theirs through `_MARKS`). One object per attribute set instead of up to three (~13 bytes per route less at
 the full table), and one field instead of two (a tuple subclass is allocated with one spare
 item: 13 fields took 160 octets, 12 take 144, ~5 bytes per route less); ``c.as_path``,
 ``c.communities``, ``c.large_communities``, ``c.path_length`` (and ``c.comms``, ``c.large``: the
@@ -174,12 +174,20 @@ def pack_attrs(path: bytes, comms: Any, large: Any) -> tuple[bytes, Any]:
     if (comms.__class__ is tuple and comms) or (large.__class__ is tuple and large):
         return path, (_texts(comms, Communities), _texts(large, LargeCommunities))
     n = len(path)
-    if comms or large:  # (a join: bytes + a `Communities` would ask the subclass's __radd__ first)
-        return b"".join((path, comms or b"", large or b"")), n + ((_octets_len(large) if large else 0) << MARK_SHIFT)
+    if large:  # (marks beyond Python's small ints: one object per value, from `_MARKS`)
+        marks = n + (_octets_len(large) << MARK_SHIFT)
+        if len(_MARKS) > 4096:
+            _MARKS.clear()
+        return b"".join((path, comms or b"", large)), _MARKS.setdefault(marks, marks)
+    if comms:  # (a join: bytes + a `Communities` would ask the subclass's __radd__ first)
+        return b"".join((path, comms)), n
     return path, n
 
 
 _octets_len = bytes.__len__  # (a `Communities`' own len counts its values)
+# the marks of sets with large communities, shared: a few hundred values in a full table (where
+# the communities start, the large ones' length), 57k sets; an int each would be 1.8 MB at x1
+_MARKS: dict[int, int] = {}
 
 
 def _texts(values: Any, cls: type[Communities]) -> tuple:
