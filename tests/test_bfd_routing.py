@@ -161,3 +161,15 @@ def test_bfd_up_again_during_the_clean_up_brings_the_peers_new_routes_back(tmp_p
     for p in nets:
         assert {nh.gateway for nh in r.rib.desired(p).nexthops} == {PEER, PEER2}
         assert {nh.gateway for nh in r.fib.pending[p].nexthops} == {PEER, PEER2}
+
+
+def test_a_load_over_lets_the_speakers_decoder_memo_go(routing):
+    """`Core.after_load` -> `Routing.release_memos` -> the speaker's current decoder."""
+    from agent.speaker.codec import Decoder
+    r = routing
+    r.release_memos()  # (no connection yet: nothing to do)
+    channel = r.bgp.speaker.channel
+    channel.decoder = Decoder()
+    channel.decoder.records._values[("x",)] = ("x",)
+    r.release_memos()
+    assert not channel.decoder.records._values

@@ -97,6 +97,12 @@ def test_equal_sets_are_one_object_and_values_are_shared():
     assert c.attrs.communities is a.attrs.communities  # the community list and next hops: one each
     assert c.attrs.communities is a.attrs.communities and c.attrs.communities == ("65001:7",)
     assert c.next_hop is a.next_hop
+    reb.release()  # a load is over: the sharing memo goes, the numbered sets stay
+    assert not reb._values
+    again = announced(_update(1, "10.0.3.0/24"))  # (the writer sends set 1 by number now)
+    assert again.attrs is a.attrs
+    d = announced(_update(3, "10.0.4.0/24"))
+    assert d.attrs.communities == a.attrs.communities and d.attrs.communities is not a.attrs.communities
 
 
 def _record_with(comms, large) -> bytes:

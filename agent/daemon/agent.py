@@ -121,6 +121,7 @@ class Agent:
             core.on("k8s", self.kube.handle)
             core.at_end_of_pass("k8s-commit", self.kube.commit)
         core.at_end_of_pass("flush", lambda retry: self.writer.flush(retry_failed=retry), resync=False)
+        core.after_load(r.release_memos)
         return core
 
     @property

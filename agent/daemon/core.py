@@ -13,8 +13,9 @@ still run every few tens of milliseconds, and the FIB is flushed at least that o
 
 When the passes make tens of thousands of objects a second (a table being loaded), they are moved
 out of the cyclic collector's way (`agent.core.gctune.LoadFreezer`), and once such a load is over
-(`TRIM_QUIET` seconds after the last pass that froze objects) the C allocator gives the free
-pages the load left in its heap back to the system (`agent.core.gctune.malloc_trim`).
+(`TRIM_QUIET` seconds after the last pass that froze objects) the memos that only serve a burst
+are let go (`after_load`: the speaker's decoder's) and the C allocator gives the free pages the
+load left in its heap back to the system (`agent.core.gctune.malloc_trim`).
 
 A bug or an OS error while handling one event must not take the agent (and the routing of the
 node) down: it is logged, counted (``route_agent_event_handler_errors_total``) and a full kernel
@@ -53,10 +54,16 @@ class Core:
         self.freezer = LoadFreezer()
         self.trim = malloc_trim()
         self._trim_at: asyncio.TimerHandle | None = None
+        self._after_load: list[Callable[[], None]] = []
 
     def on(self, kind: str, handler: Callable[[Any], None]) -> None:
         """Call `handler(event.data)` for every event of `kind`, in registration order."""
         self._handlers[kind].append(handler)
+
+    def after_load(self, step: Callable[[], None]) -> None:
+        """Call `step()` once a load is over, before the allocator's trim (memos that only serve
+        a burst let go: their memory goes back with the rest)."""
+        self._after_load.append(step)
 
     def at_end_of_pass(self, name: str, step: Callable[[bool], None], resync: bool = True) -> None:
         """Call `step(retry)` after each pass over the queue; `retry` when a retry event came.
@@ -90,6 +97,8 @@ class Core:
         self._trim_at = None
         t0 = time.monotonic()
         before = _rss_mib()
+        for step in self._after_load:
+            self._safely("after-load", lambda _arg, step=step: step(), None, resync=False)
         self.trim()  # type: ignore[misc]
         log.info("allocator: free memory of a load given back: RSS %.1f -> %.1f MiB in %.1f ms",
                  before, _rss_mib(), (time.monotonic() - t0) * 1000)

@@ -378,6 +378,11 @@ class Routing(BfdEvents):
             else:
                 self.source_synced(f"bgp/{peer}")
 
+    def release_memos(self) -> None:
+        """A load is over (`Core.after_load`): the speaker's decoder lets its sharing memo go."""
+        if self.bgp is not None:
+            self.bgp.speaker.release_memos()
+
     def settle_stage(self) -> None:
         """Everything the import stage gave is in the RIB now (`BgpDaemon.settle`)."""
         self.bgp.settle(self.rib.table, self.bfd.gated if self.bfd is not None else _never)

@@ -82,6 +82,7 @@ class ApiChannel:
         self.put_many = put_many or (lambda events: [put(e) for e in events])
         self.max_queued, self.max_in_flight = max_queued, max_in_flight
         self.decode_errors = 0
+        self.decoder: Decoder | None = None  # the current connection's (`read`)
         self.decoded_by: collections.Counter[str] = collections.Counter()  # raw UPDATEs' events: relay/agent
         self.acks: collections.Counter[bool] = collections.Counter()  # True/False -> count
         self.unmatched_acks = 0
@@ -184,7 +185,7 @@ class ApiChannel:
     async def read(self, reader: asyncio.StreamReader) -> None:
         """Decode every line from `reader` until end of file. (Read in chunks and split here:
         a `readline` per line cost ~15 % of handling an UPDATE of one prefix.)"""
-        decoder = Decoder(self.decoded_by)
+        decoder = self.decoder = Decoder(self.decoded_by)
         parts: list[bytes] = []  # the line being read, in pieces
         size = 0
         skipping = False  # inside a line longer than READ_LIMIT: dropped up to its end
@@ -211,6 +212,11 @@ class ApiChannel:
                     self.decode_errors += 1
                     log.error("speaker: line from ExaBGP longer than %d bytes dropped", READ_LIMIT)
                     parts, size, skipping = [], 0, True
+
+    def release_memos(self) -> None:
+        """A load is over: the decoder's sharing memo goes (`Rebuilder.release`)."""
+        if self.decoder is not None:
+            self.decoder.records.release()
 
     def _lines(self, lines, decoder: Decoder) -> None:
         out: list[Event] = []  # handed over together (`put_many`), in order with the acks' events

@@ -144,6 +144,10 @@ class Speaker:
         """Return once no command is queued (all written to ExaBGP, or dropped at a restart)."""
         await self.channel.drained()
 
+    def release_memos(self) -> None:
+        """A load is over: let the decoder's memos go (`ApiChannel.release_memos`)."""
+        self.channel.release_memos()
+
     @property
     def dropped_commands(self) -> int:
         """Commands dropped at the queue bound or at a restart."""

@@ -251,6 +251,11 @@ class Rebuilder:
         self._values: dict = {}  # AS paths, next hops: value -> itself
         self.messages = 0  # the records (UPDATEs, per family) of the last `events_of`
 
+    def release(self) -> None:
+        """Let the sharing memo go (a load is over: it only shares values between the UPDATEs of
+        one burst); the numbered attribute sets stay, the relay refers to them."""
+        self._values = {}
+
     def events_of(self, peer: str, data: bytes) -> tuple[Event, ...]:
         """The events of one line's records. Successive records of UPDATEs of one family that
         only announce (kind 3, kind 4, and kind 2 with runs and no withdrawal or path id) are one event
