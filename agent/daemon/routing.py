@@ -363,7 +363,8 @@ class Routing(BfdEvents):
     def _bgp_output(self, out) -> None:
         if out.updates:
             self._apply_bgp(out.updates, out.withdrawn)
-        self.settle_stage()
+        # everything the import stage gave is in the RIB now (`BgpDaemon.settle`)
+        self.bgp.settle(self.rib.table, self.bfd.gated if self.bfd is not None else _never)
         for line in out.logs:
             log.warning("%s", line)
             if "max-prefix" in line:
@@ -382,10 +383,6 @@ class Routing(BfdEvents):
         """A load is over (`Core.after_load`): the speaker's decoder lets its sharing memo go."""
         if self.bgp is not None:
             self.bgp.speaker.release_memos()
-
-    def settle_stage(self) -> None:
-        """Everything the import stage gave is in the RIB now (`BgpDaemon.settle`)."""
-        self.bgp.settle(self.rib.table, self.bfd.gated if self.bfd is not None else _never)
 
     # ---------------------------------------------------------------- cluster inputs
     def cluster_guard(self) -> None:
