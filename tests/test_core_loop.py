@@ -70,3 +70,28 @@ def test_malloc_trim_is_glibc_s():
     from agent.core.gctune import malloc_trim
     trim = malloc_trim()
     assert trim is not None and trim() in (0, 1)  # (glibc: 1 when memory was given back)
+
+
+async def test_the_end_of_a_load_runs_its_steps_without_a_trim_too(monkeypatch):
+    """Where the C library has no malloc_trim (musl) the memos still go once a load is over."""
+    import agent.daemon.core as core_mod
+    monkeypatch.setattr(core_mod, "TRIM_QUIET", 0.05)
+    q = EventQueue()
+    core = Core(q, Metrics())
+    core.trim = None
+    steps, loads = [], [True]
+
+    class Freezer:
+        def after_pass(self, now):
+            return loads.pop() if loads else False
+    core.freezer = Freezer()
+    core.after_load(lambda: steps.append("memos"))
+    core.on("kernel", lambda data: None)
+    task = asyncio.create_task(core.run())
+    q.put(Event("kernel"))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while not steps and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    assert steps == ["memos"]

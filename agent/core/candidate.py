@@ -12,22 +12,23 @@ in one of two shapes:
   are the same for every path of a peer session (address, AS, router id, eBGP) are one shared
   `PeerIdentity` in the place of ``bgp``. One 12-item tuple (144 octets with the collector's
   header) instead of a candidate and a separate `BgpAttrs` (104 + 128): the full table's
-  candidates take 35 bytes per route less. The best-path steps read the fields directly (``c.local_pref``, ``c.bgp_origin``,
-  ``c.med``, ``c.neighbor_as`` ...; ``c.is_bgp`` tells the shapes apart without building
-  anything). ``c.bgp`` still gives the attributes as a `BgpAttrs` (built on each read: for
-  views, tests and other cold code). The BGP ORIGIN attribute is ``bgp_origin`` on the
-  candidate, because ``origin`` is the candidate's source (`Origin`) in both shapes.
+  candidates take 35 bytes per route less. The best-path steps read the fields directly
+  (``c.local_pref``, ``c.bgp_origin``, ``c.med``, ``c.neighbor_as`` ...; ``c.is_bgp`` tells the
+  shapes apart without building anything). ``c.bgp`` still gives the attributes as a `BgpAttrs`
+  (built on each read: for views, tests and other cold code). The BGP ORIGIN attribute is
+  ``bgp_origin`` on the candidate, because ``origin`` is the candidate's source (`Origin`) in both
+  shapes.
 
-The AS path and the two community lists are one `bytes` (``path``): the path's 4-octet AS
-numbers, then the communities' octets, then the large communities' (`pack_attrs`); ``marks``
-says where they are: where the communities start, plus the large communities' length shifted
-by `MARK_SHIFT` (a set without large communities, 88 % of a full table, has a small int that
-Python shares; the others share theirs through `_MARKS`). One object per attribute set instead of up to three (~13 bytes per route less at
-the full table), and one field instead of two (a tuple subclass is allocated with one spare
-item: 13 fields took 160 octets, 12 take 144, ~5 bytes per route less); ``c.as_path``,
-``c.communities``, ``c.large_communities``, ``c.path_length`` (and ``c.comms``, ``c.large``: the
-offsets) read them back. Lists of texts (the JSON path, a policy's added communities) stay
-tuples: ``marks`` is then the pair of them, and ``path`` the AS path alone.
+The AS path and the two community lists are one `bytes` (``path``): the path's 4-octet AS numbers,
+then the communities' octets, then the large communities' (`pack_attrs`); ``marks`` says where
+they are: where the communities start, plus the large communities' length shifted by `MARK_SHIFT`
+(a set without large communities, 88 % of a full table, has a small int that Python shares; the
+others share theirs through `_MARKS`). One object per attribute set instead of up to three (~13
+bytes per route less at the full table), and one field instead of two (a tuple subclass is
+allocated with one spare item: 13 fields took 160 octets, 12 take 144, ~5 bytes per route less);
+``c.as_path``, ``c.communities``, ``c.large_communities``, ``c.path_length`` (and ``c.comms``,
+``c.large``: the offsets) read them back. Lists of texts (the JSON path, a policy's added
+communities) stay tuples: ``marks`` is then the pair of them, and ``path`` the AS path alone.
 
 Equality and hashing are the tuple's: two BGP candidates are equal when every field is; a
 candidate of one shape never equals one of the other.

@@ -83,23 +83,26 @@ class Core:
                 self.handle(ev)
             for name, step, resync in self._end_of_pass:
                 self._safely(name, step, retry, resync)
-            if self.freezer.after_pass(time.monotonic()) and self.trim is not None:  # a load's
-                self._trim_later()  # objects leave the collector's way; its garbage, the heap
+            if self.freezer.after_pass(time.monotonic()):  # a load's objects leave the collector's
+                self._load_over_later()  # way; what it leaves, once it is over
             await asyncio.sleep(0)  # let the API, the speaker's reader and the timers run
 
-    def _trim_later(self) -> None:
-        """(Re)arm the trim: it runs once no pass has frozen objects for `TRIM_QUIET` seconds."""
+    def _load_over_later(self) -> None:
+        """(Re)arm the end of a load: once no pass has frozen objects for `TRIM_QUIET` seconds."""
         if self._trim_at is not None:
             self._trim_at.cancel()
-        self._trim_at = asyncio.get_running_loop().call_later(TRIM_QUIET, self._trim_now)
+        self._trim_at = asyncio.get_running_loop().call_later(TRIM_QUIET, self._load_over)
 
-    def _trim_now(self) -> None:
+    def _load_over(self) -> None:
+        """The `after_load` steps, then the allocator's trim (where the C library has one)."""
         self._trim_at = None
         t0 = time.monotonic()
         before = _rss_mib()
         for step in self._after_load:
-            self._safely("after-load", lambda _arg, step=step: step(), None, resync=False)
-        self.trim()  # type: ignore[misc]
+            self._safely("after-load", lambda _arg: step(), None, resync=False)  # noqa: B023 (called at once)
+        if self.trim is None:
+            return
+        self.trim()
         log.info("allocator: free memory of a load given back: RSS %.1f -> %.1f MiB in %.1f ms",
                  before, _rss_mib(), (time.monotonic() - t0) * 1000)
 

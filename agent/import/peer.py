@@ -127,7 +127,8 @@ class PeerState:
         self.fixed: Verdict | None = None  # the verdict of every route when there is no policy
         self.distance = 0
         self.kept: dict[Prefix, Verdict] = {}  # rejections kept; accepted with another verdict than `common`
-        self.recent: dict[Prefix, Verdict | None] = {}  # since the last settle: `common`, or None (not accepted)
+        self.recent: dict[Prefix, Verdict | None] = {}  # since the last settle: `common`, or None (not
+        # accepted, whatever the RIB holds)
         self.common: Verdict | None = None  # the verdict of the accepted routes not in `kept`
         self.rib: Mapping | None = None  # the RIB's table once settled (None: `recent` holds every one)
         self.paths: dict[Prefix, dict[int, Verdict]] = {}  # ADD-PATH routes: prefix -> path id -> verdict
@@ -189,11 +190,8 @@ class PeerState:
     def reject(self, prefix: Prefix, verdict: Verdict) -> None:
         """Keep a rejection's verdict (the RIB may hold the route until the withdraw is applied:
         `kept` answers first)."""
+        self.forget(prefix)
         self.kept[prefix] = verdict
-        if self.rib is None:
-            self.recent.pop(prefix, None)
-        else:
-            self.recent[prefix] = None
 
     def forget(self, prefix: Prefix) -> None:
         """Nothing is stored for `prefix` any more (withdrawn, or a rejection not kept)."""
@@ -209,12 +207,12 @@ class PeerState:
         kept, recent = self.kept, self.recent
         out = [p for p, v in kept.items() if v.accepted]
         out += [p for p, v in recent.items() if v is not None and p not in kept]
-        rib = self.rib
-        if rib is not None:
-            origin = self.origin
-            out += [p for p, e in rib.items()
-                    if p not in recent and p not in kept and rib_holds(rib, p, origin)]
-        return out
+        return out + self._rib_only() if self.rib is not None else out
+
+    def _rib_only(self) -> list[Prefix]:
+        """The accepted prefixes only the RIB answers for (neither in `kept` nor in `recent`): a scan."""
+        rib, kept, recent, origin = self.rib or {}, self.kept, self.recent, self.origin
+        return [p for p in rib if p not in recent and p not in kept and rib_holds(rib, p, origin)]
 
     def verdicts(self) -> dict[Prefix, Verdict]:
         """Every stored verdict by prefix, accepted or kept rejection (a scan: for tests and views)."""
@@ -233,12 +231,10 @@ class PeerState:
     def pin(self) -> None:
         """The RIB is about to lose this peer's routes while the stage keeps them (a BFD
         failure's clean-up): `recent` holds every accepted route again (a scan of the RIB)."""
-        rib = self.rib
-        if rib is None:
+        if self.rib is None:
             return
-        kept, recent, common, origin = self.kept, self.recent, self.common, self.origin
-        pinned = {p: common for p in rib if p not in kept and p not in recent and rib_holds(rib, p, origin)}
-        pinned.update((p, v) for p, v in recent.items() if v is not None)
+        pinned = dict.fromkeys(self._rib_only(), self.common)
+        pinned.update((p, v) for p, v in self.recent.items() if v is not None)
         self.recent, self.rib = pinned, None
 
     def reset(self) -> None:

@@ -46,16 +46,13 @@ sent (a reference to an interned object; the policy's verdicts are one per state
 routes are always known (max-prefix needs to know what is already counted); rejected ones up to
 `keep_rejected` per peer, so a peer sending a full table through a tight policy cannot grow the
 agent without bound: beyond it a rejection is counted but `verdict()` answers None. An accepted
-route is in the RIB under the peer's origin anyway, so once the owner says the RIB holds
-everything the stage gave for a peer (`settle`: after each applied output, for a peer with no
-graceful-restart stale routes and nothing held back by BFD or an ADD-PATH recovery) the RIB
-answers for it, as BIRD's table does for its protocols: the stage keeps no entry per accepted
-route, only its rejections, the accepted routes whose verdict is not the peer's usual one
-(`PeerState.common`: a policy with one accepting statement, or none, has only that one), and
-what changed since the last `settle` (`PeerState`). That is one dict slot less per route of a
-full table (~35 B/route). Before the RIB loses a peer's routes that the stage still counts (a BFD
-failure's clean-up while the session is still up) the owner calls `pin`: the stage holds them
-itself again, until the next `settle`.
+route is in the RIB under the peer's origin anyway: once the owner says the RIB holds all the
+stage gave for a peer (`settle`, after each applied output, for a peer with no graceful-restart
+stale routes and nothing held back by BFD or an ADD-PATH recovery) the RIB answers for it, as
+BIRD's table does: the stage keeps its rejections, the accepted routes whose verdict is not the
+peer's usual one (`PeerState.common`), and what changed since (one dict slot less per route of a
+full table). Before the RIB loses routes the stage still counts (a BFD failure's clean-up while
+the session is up) the owner calls `pin`: the stage holds them again until the next `settle`.
 
 Counters (plain dicts, monotonic, for the metrics layer): `received[(peer, family)]`,
 `accepted[(peer, family)]`, `rejected[(peer, family, Reason)]`; a re-sent route (route refresh)
@@ -202,18 +199,15 @@ class ImportStage(StageViews):
         return st is not None and bool(st.held[1] or st.held[3])  # (ADD-PATH paths included)
 
     def settle(self, peer: str, rib: Mapping) -> None:
-        """The RIB's table (`Rib.table`) now holds every update this stage gave for `peer`, and
-        nothing keeps them from it (no graceful-restart stale routes, nothing held back by BFD or
-        a recovering ADD-PATH peer): it answers for the peer's accepted routes from now on, so the
-        stage keeps no entry of its own for them (`PeerState.settle`)."""
+        """The RIB's table (`Rib.table`) holds every update given for `peer` and nothing holds
+        them back: it answers for the peer's accepted routes from now on (module doc)."""
         st = self._peers.get(peer)
         if st is not None and (st.recent or st.rib is not rib):
             st.settle(rib)
 
     def pin(self, peer: str) -> None:
-        """The RIB is about to lose `peer`'s routes while the stage still counts them (a BFD
-        failure's clean-up before the session is down): keep them in the stage again until the
-        next `settle` (`PeerState.pin`)."""
+        """The RIB is about to lose `peer`'s routes the stage still counts: keep them here again
+        until the next `settle` (module doc)."""
         st = self._peers.get(peer)
         if st is not None:
             st.pin()
