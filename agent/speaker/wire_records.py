@@ -67,7 +67,7 @@ from itertools import repeat
 from operator import itemgetter
 
 from ..core.bgp import Announced, AnnouncedRuns, EndOfRib, Event, Family, PathAttrs, RouteUpdate, UpdateAction, UpdateError
-from ..core.communities import Communities, LargeCommunities, octets
+from ..core.communities import Communities, LargeCommunities
 from ..core.model import BgpOrigin, Prefix
 from .wire import WireDecoder
 from .wire_values import frozen_builder
@@ -175,7 +175,9 @@ class RecordWriter:
             self._numbers.clear()
         number = len(self._numbers)
         self._numbers[id(attrs)] = (number, attrs)
-        return (number, int(attrs[0]), *attrs[1:5], octets(attrs[5]), octets(attrs[6]), *attrs[7:])
+        comms, large = attrs[5], attrs[6]  # (`octets`, inline)
+        return (number, int(attrs[0]), *attrs[1:5], comms if comms.__class__ is tuple else bytes(comms),
+                large if large.__class__ is tuple else bytes(large), *attrs[7:])
 
     def _runs(self, announced: tuple) -> list:
         first = announced[0]

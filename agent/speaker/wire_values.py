@@ -165,9 +165,12 @@ def ext_text(c: bytes) -> str:
 
 
 def community_list(raw: bytes) -> Communities:
-    """COMMUNITIES (length a non-zero multiple of 4): the values sorted, packed."""
-    count = len(raw) >> 2
-    return _packed(_u32_struct(count).pack(*sorted(_u32s(raw, 0, count))))
+    """COMMUNITIES (length a non-zero multiple of 4): the values sorted, packed (the octets as
+    they came when already sorted)."""
+    words = _u32_struct(len(raw) >> 2)
+    values = words.unpack(raw)
+    ordered = sorted(values)
+    return _new_bytes(Communities, raw if ordered == [*values] else words.pack(*ordered))
 
 
 def large_list(raw: bytes) -> LargeCommunities:
@@ -179,6 +182,7 @@ def large_list(raw: bytes) -> LargeCommunities:
 
 
 _packed = Communities.packed
+_new_bytes = bytes.__new__
 _packed_large = LargeCommunities.packed
 
 
