@@ -79,7 +79,7 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _new_int = int.__new__
 _new_tuple = tuple.__new__
 _new_route_update = frozen_builder(RouteUpdate)
-_packed, _packed_large = Communities.packed, LargeCommunities.packed
+_new_bytes = bytes.__new__
 _LARGE = "large"  # (a large community list's key in the shared values: its octets alone may be a standard one's)
 # numbered attribute sets (the writer's table, so the rebuilder's too): as many as the decoder
 # interns, since only those objects come again; the rebuilder's table of AS paths and next hops
@@ -106,6 +106,24 @@ def columns(records: list) -> list:
     out: list = []
     cur: list | None = None  # [family, UPDATEs, new, numbers, hops, link-locals, prefixes, seen, records]
     for r in records:
+        if r[0] == 3 and cur is not None and cur[0] == 4:  # (the common record, its one run inline)
+            cur[1] += 1
+            cur[8].append(r)
+            ref = r[1]
+            if ref.__class__ is int:
+                number = ref
+            else:
+                number = ref[0]
+                if number in cur[7]:
+                    out += _column(cur, split=True)
+                    cur = [4, 0, [], [], [], [], [], set(), []]
+                cur[2].append(ref)
+            cur[7].add(number)
+            cur[3].append(number)
+            cur[4].append(r[2])
+            cur[5].append(None)
+            cur[6].append((r[3],))
+            continue
         f = _announcing(r)
         if cur is not None and cur[0] != f:
             out += _column(cur)
@@ -363,7 +381,7 @@ class Rebuilder:
                 raise RecordError("Communities not packed octets")
             held = values.get(comms)
             if held is None:
-                held = values[comms] = _packed(comms)
+                held = values[comms] = _new_bytes(Communities, comms)  # (`Communities.packed`, inline)
             comms = held
         if large:
             if large.__class__ is not bytes or len(large) % 12:
@@ -371,7 +389,7 @@ class Rebuilder:
             key = (_LARGE, large)
             held = values.get(key)
             if held is None:
-                held = values[key] = _packed_large(large)
+                held = values[key] = _new_bytes(LargeCommunities, large)
             large = held
         attrs = self._attrs[number] = _new_tuple(PathAttrs, (
             _ORIGINS[origin], path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed))
