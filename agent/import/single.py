@@ -86,6 +86,7 @@ def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tu
     check, refused = stage.guard.check, stage.guard.refused
     allow_default, allow_covering = s.allow_default, s.allow_covering
     looped, candidate, bound, fixed = st.looped, st.candidate, st.bound, st.fixed
+    own = s.own_as  # (`looped` is asked only for a path that holds our AS: a call per run costs here)
     one_verdict = bound is None or not bound.reads_prefix
     maxprefix, append = stage.maxprefix, out.append
     fam = 6 if runs and runs[0][0] and runs[0][0][0] & V6_FLAG else 4
@@ -97,8 +98,9 @@ def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tu
         if n == 1:
             prefix = prefixes[0]  # (the tests of `PeerState.known` inline: a call per route costs here)
             if taken < room and prefix not in kept and prefix not in recent \
-                    and not (rib is not None and rib_holds(rib, prefix, origin)) \
-                    and not (stale and prefix in stale) and not looped(attrs) \
+                    and not (rib is not None and prefix in rib and rib_holds(rib, prefix, origin)) \
+                    and not (stale and prefix in stale) \
+                    and not (own is not None and own in getattr(attrs, "as_path", ()) and looped(attrs)) \
                     and check(prefix, nexthop, allow_default=allow_default, allow_covering=allow_covering) is None:
                 verdict = fixed if bound is None else bound.evaluate(prefix, nexthop, attrs)
                 if verdict.accepted:
@@ -110,7 +112,8 @@ def receive_runs(stage: ImportStage, st: PeerState, peer: str, runs: Sequence[tu
                     append(new_update((prefix, origin, candidate(nexthop, attrs, verdict.mods), None)))
                     continue
         elif n < MIN and one_verdict and taken + n <= room and not known_any(prefixes) \
-                and not (stale and not stale.isdisjoint(prefixes)) and not looped(attrs) \
+                and not (stale and not stale.isdisjoint(prefixes)) \
+                and not (own is not None and own in getattr(attrs, "as_path", ()) and looped(attrs)) \
                 and not refused(prefixes, nexthop, allow_default, allow_covering):
             verdict = fixed if bound is None else bound.evaluate(prefixes[0], nexthop, attrs)
             if verdict.accepted:
