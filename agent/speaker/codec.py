@@ -13,7 +13,8 @@ JSON is tried, and the body goes to the agent's own decoder (`agent.speaker.wire
 the same events as the JSON path below for the same UPDATE, plus `UpdateError` for a malformed
 one (RFC 7606). A line whose fields are not a peer address, an integer and hex is a `CodecError`.
 Normally the relay has decoded them already (`agent.speaker.relay --decode`): ``wire-events PEER
-DATA`` carries the events of one or more UPDATEs of that peer as records, which
+DATA`` carries the events of one or more UPDATEs of that peer as records (binary, newlines
+escaped: the line is split at its first two spaces only), which
 `agent.speaker.wire_records.Rebuilder` turns back into the same events; DATA that is not such a
 record is a `CodecError`.
 
@@ -88,7 +89,7 @@ from ..core.bgp import (
     SpeakerShutdown,
 )
 from .wire import WireDecoder
-from .wire_records import Rebuilder
+from .wire_records import Rebuilder, unescape
 
 
 class CodecError(ValueError):
@@ -130,13 +131,11 @@ class Decoder:
     def decode(self, line: str | bytes) -> tuple[Event, ...]:
         if isinstance(line, bytes):
             if line[:12] == b"wire-events ":
-                return self._records(line.split())
+                return self._records(line.split(b" ", 2))  # (DATA is binary: only two spaces split)
             if line[:11] == b"raw-update ":
                 return self._raw(line.split())
             line = line.decode("utf-8", "replace")
         line = line.strip()
-        if line[:12] == "wire-events ":
-            return self._records(line.encode().split())
         if line[:11] == "raw-update ":
             return self._raw(line.split())
         if line == "done":
@@ -198,10 +197,10 @@ class Decoder:
         """``wire-events PEER DATA``: UPDATEs the relay decoded (`agent.speaker.wire_records`)."""
         try:
             _, peer, data = parts
-            events = self.records.events_of(self._address(peer), binascii.a2b_base64(data))
+            events = self.records.events_of(self._address(peer), unescape(data))
             self.decoded_by["relay"] += self.records.messages
             return events
-        except (ValueError, UnicodeDecodeError, binascii.Error) as exc:  # (RecordError is a ValueError)
+        except (ValueError, UnicodeDecodeError) as exc:  # (RecordError is a ValueError)
             raise CodecError(f"malformed wire-events line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
     def _update(self, obj: dict) -> tuple[Event, ...]:

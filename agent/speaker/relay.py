@@ -71,11 +71,11 @@ def _decoder():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if root not in sys.path:
         sys.path.insert(0, root)
-    from binascii import b2a_base64, unhexlify
+    from binascii import unhexlify
     from marshal import dumps
 
     from agent.core.gctune import tune_gc
-    from agent.speaker.wire_records import RecordDecoder, columns
+    from agent.speaker.wire_records import RecordDecoder, columns, escape
 
     tune_gc()
     gc.set_threshold(RELAY_GC_THRESHOLD, 20, 20)  # (see RELAY_GC_THRESHOLD)
@@ -85,7 +85,7 @@ def _decoder():
     def flush(out: list, peer: bytes, recs: list, raw: list) -> None:
         if raw:
             try:
-                out.append(b"wire-events " + peer + b" " + b2a_base64(dumps(columns(recs)), newline=False))
+                out.append(b"wire-events " + peer + b" " + escape(dumps(columns(recs))))
             except Exception:  # the agent decodes them (or says why it cannot)
                 decoder.reset()
                 out.extend(raw)
