@@ -209,9 +209,10 @@ class RecordWriter:
             self._numbers.clear()
         number = len(self._numbers)
         self._numbers[id(attrs)] = (number, attrs)
-        comms, large = attrs[5], attrs[6]  # (`octets`, inline)
-        return (number, int(attrs[0]), *attrs[1:5], comms if comms.__class__ is tuple else bytes(comms),
-                large if large.__class__ is tuple else bytes(large), *attrs[7:])
+        origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed = attrs
+        return (number, int(origin), path, as_set, med, local_pref,
+                comms if comms.__class__ is tuple else bytes(comms),  # (`octets`, inline)
+                large if large.__class__ is tuple else bytes(large), ext, atomic, originator, cluster, confed)
 
     def _runs(self, announced: tuple) -> list:
         first = announced[0]
