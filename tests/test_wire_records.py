@@ -409,8 +409,9 @@ def test_a_table_line_is_a_few_column_records():
 # ---- the line's DATA: binary, newlines escaped ---------------------------------------------------
 
 @settings(max_examples=500, deadline=None)
-@given(st.binary(max_size=300) | st.lists(st.sampled_from([b"\n", b"\xff", b"\x01", b"\x02", b"\xff\x01", b"\xff\x02", b" "]),
-                                        max_size=40).map(b"".join))
+@given(st.binary(max_size=300)
+       | st.lists(st.sampled_from([b"\n", b"\xff", b"\x01", b"\x02", b"\xff\x01", b"\xff\x02", b" "]), max_size=40)
+       .map(b"".join))
 def test_escaped_data_has_no_newline_and_comes_back_whole(data):
     out = escape(data)
     assert b"\n" not in out
@@ -424,7 +425,8 @@ def test_a_line_whose_data_holds_spaces_newlines_and_escape_octets_is_decoded():
     d = RecordDecoder()
     bodies = [_simple_v4(i, i % 3, 10 + i, 1) for i in range(40)]
     records = [r for b in bodies for r in d.records_of(CAP_ASN4, b)]
-    records.append((1, "treat-as-withdraw", "reason with spaces\n and a newline \xff\x02", 3, 1, 4, b"\n\xff\x02 \xff\x01"))
+    records.append((1, "treat-as-withdraw", "reason with spaces\n and a newline \xff\x02", 3, 1, 4,
+                    b"\n\xff\x02 \xff\x01"))
     data = marshal.dumps(columns(records))
     assert all(o in data for o in (b" ", b"\n", b"\xff"))
     line = b"wire-events " + PEER.encode() + b" " + escape(data)

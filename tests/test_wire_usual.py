@@ -1,5 +1,5 @@
-"""The usual attribute block read straight-line (`wire_attrs._usual`) gives what the general loop
-(`wire_attrs._parse`) gives, and is taken for every block BIRD, FRR and GoBGP write.
+"""The usual attribute block read straight-line (`wire_attrs.parse_usual`) gives what the general loop
+(`wire_attrs.parse_general`) gives, and is taken for every block BIRD, FRR and GoBGP write.
 
 Generated usual blocks (every optional attribute it reads, in type order, with or without the
 Extended Length bit; ORIGIN without it) must take the fast path and equal the general loop's AttrInfo, interned into
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from agent.speaker import wire_values
-from agent.speaker.wire_attrs import _parse, _usual, parse_attributes
+from agent.speaker.wire_attrs import parse_general, parse_usual, parse_attributes
 from testlab import bgpwire as w
 from tests import test_wire_exabgp as cases
 
@@ -50,9 +50,9 @@ def both(block: bytes, start: int = 0):
     """(fast path, general loop), each with a fresh memo state and one shared intern table."""
     values: dict = {}
     wire_values.clear_memos()
-    fast = _usual(block, start, values)
+    fast = parse_usual(block, start, values)
     wire_values.clear_memos()
-    general, mp = _parse(block, start, True, values)
+    general, mp = parse_general(block, start, True, values)
     return fast, general, mp, values
 
 
@@ -110,6 +110,7 @@ LEFT_TO_THE_LOOP = {
     "NEXT_HOP of 5 octets": ORIGIN + PATH + w.attr(3, bytes(5)),
     "out of order": ORIGIN + PATH + w.med(5) + HOP,
     "repeated": ORIGIN + PATH + HOP + w.communities(["1:1"]) + w.communities(["1:2"]),
+    "NEXT_HOP twice": ORIGIN + PATH + HOP + w.next_hop("192.0.2.2"),
     "partial bit": ORIGIN + PATH + HOP + w.attr(8, bytes(4), 0xE0),
     "unknown optional": ORIGIN + PATH + HOP + w.attr(99, b"x"),
     "ORIGINATOR_ID": ORIGIN + PATH + HOP + w.originator_id("192.0.2.7"),
@@ -131,13 +132,13 @@ LEFT_TO_THE_LOOP = {
 @pytest.mark.parametrize("case", sorted(LEFT_TO_THE_LOOP))
 def test_other_blocks_are_left_to_the_general_loop(case):
     block = LEFT_TO_THE_LOOP[case]
-    assert _usual(block, 0, {}) is None
-    assert parse_attributes(block, 0, True, {}) == _parse(block, 0, True, {})
+    assert parse_usual(block, 0, {}) is None
+    assert parse_attributes(block, 0, True, {}) == parse_general(block, 0, True, {})
 
 
 def test_a_two_octet_session_is_left_to_the_general_loop():
     block = ORIGIN + w.as_path([65001, 65002], asn4=False) + HOP
-    assert parse_attributes(block, 0, False, {}) == _parse(block, 0, False, {})
+    assert parse_attributes(block, 0, False, {}) == parse_general(block, 0, False, {})
 
 
 def test_every_captured_bird_block_of_a_4_octet_session_is_usual():

@@ -56,7 +56,7 @@ from ..core.bgp import Announced, EndOfRib, Event, Family, PathAttrs, RouteUpdat
 from ..core.model import Prefix
 from .wire_attrs import (
     EMPTY, MP_UNREACH, NAMES, PRESENT_AS_PATH, PRESENT_NEXT_HOP, PRESENT_ORIGIN, RESET, WITHDRAW,
-    AttrInfo, parse_attributes,
+    AttrInfo, parse_general, parse_usual,
 )
 from .wire_nlri import UNUSED, field_prefixes
 from .wire_values import frozen_builder, martian_v4
@@ -156,7 +156,10 @@ class WireDecoder:
             self._values.clear()
             self._infos[0].clear()
             self._infos[1].clear()
-        info, mp = parse_attributes(block, start, bool(asn4), self._values)
+        info = parse_usual(block, start, self._values) if asn4 else None  # (`parse_attributes`, inline)
+        mp = None
+        if info is None:
+            info, mp = parse_general(block, start, bool(asn4), self._values)
         if mp is None:  # the key holds no MP attribute: the same bytes mean the same set
             if len(cache) >= self.CACHE_SIZE:
                 cache.clear()

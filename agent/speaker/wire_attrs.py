@@ -9,11 +9,12 @@ on the bytes and `asn4` only, so the caller may cache it by those bytes; `mp` li
 MP_REACH_NLRI / MP_UNREACH_NLRI attributes found (``(type, flags, start, end, attr_start)``),
 which carry NLRI and are the caller's to parse (`agent.speaker.wire`).
 
-Two readers, one result: `_usual` reads the block every common speaker writes on a 4-octet
-session (ORIGIN, one AS_SEQUENCE, then the usual attributes in type order, no error) in
-straight-line code, and `_parse`, the general loop, reads any block; a block `_usual` does not
-recognise goes to `_parse`. At a full table (every attribute set distinct) this is the relay's
-largest step: `_usual` takes ~30 % less time per UPDATE (docs/benchmarks.md).
+Two readers, one result: `parse_usual` reads the block every common speaker writes on a
+4-octet session (ORIGIN, one AS_SEQUENCE, then the usual attributes in type order, no error) in
+straight-line code, and `parse_general`, the general loop, reads any block; a block
+`parse_usual` does not recognise goes to `parse_general`. At a full table (every attribute set
+distinct) this is the relay's largest step: `parse_usual` takes ~30 % less time per UPDATE
+(docs/benchmarks.md).
 
 Errors are ``(level, reason, code, subcode, data)``: level `DISCARD` (attribute discard: the
 attribute is ignored), `WITHDRAW` (treat-as-withdraw: every route of the UPDATE is withdrawn) or
@@ -89,7 +90,7 @@ _ORIGINS = (BgpOrigin.IGP, BgpOrigin.EGP, BgpOrigin.INCOMPLETE)
 _ntop = socket.inet_ntop
 _AF_INET = socket.AF_INET
 _from_bytes = int.from_bytes
-# `_usual`: the unpackers of AS_SEQUENCEs of 0-255 4-octet AS numbers, by count; the flags of the
+# `parse_usual`: the unpackers of AS_SEQUENCEs of 0-255 4-octet AS numbers, by count; the flags of the
 # attributes it reads after the AS_PATH (without the Extended Length bit)
 _PATH_UNPACK = tuple(struct.Struct(f">{count}I").unpack_from for count in range(256))
 _USUAL_FLAGS = {3: 0x40, 4: 0x80, 5: 0x40, 6: 0x40, 7: 0xC0, 8: 0xC0, 16: 0xC0, 32: 0xC0}
@@ -121,16 +122,16 @@ def parse_attributes(block: bytes, start: int, asn4: bool, values: dict | None =
     """Parse ``block[start:]`` (see the module DOC). Never raises on malformed input. `values`
     interns the `PathAttrs` (field values -> the one object with them; bounded by the caller)."""
     if asn4:
-        info = _usual(block, start, values)
+        info = parse_usual(block, start, values)
         if info is not None:
             return info, None
-    return _parse(block, start, asn4, values)
+    return parse_general(block, start, asn4, values)
 
 
-def _usual(block: bytes, i: int, values: dict | None) -> AttrInfo | None:
+def parse_usual(block: bytes, i: int, values: dict | None) -> AttrInfo | None:
     """The AttrInfo of the usual attribute block of a 4-octet session, or None for any other
-    (then `_parse` reads it; both give equal results, tests/test_wire_usual.py): ORIGIN, an AS_PATH
-    of one AS_SEQUENCE, then any of NEXT_HOP, MULTI_EXIT_DISC, LOCAL_PREF, ATOMIC_AGGREGATE,
+    (then `parse_general` reads it; both give equal results, tests/test_wire_usual.py): ORIGIN,
+    an AS_PATH of one AS_SEQUENCE, then any of NEXT_HOP, MULTI_EXIT_DISC, LOCAL_PREF, ATOMIC_AGGREGATE,
     AGGREGATOR, COMMUNITIES, EXTENDED_COMMUNITIES and LARGE_COMMUNITY in type order, each once,
     with the flags the RFCs give it (the Extended Length bit either way) and a valid length;
     nothing else, no error. BIRD writes every UPDATE so (all its captured UPDATEs take this
@@ -155,6 +156,25 @@ def _usual(block: bytes, i: int, values: dict | None) -> AttrInfo | None:
         comms = large = ext = ()
         atomic = False
         last = 2
+        # NEXT_HOP and COMMUNITIES as they nearly always come (the loop below would read them too)
+        if block[p:p + 3] == b"\x40\x03\x04":
+            s, p = p + 3, p + 7
+            if p > n:
+                return None
+            raw = block[s:p]
+            hop = MEMO_NEXT_HOPS.get(raw) or cached(MEMO_NEXT_HOPS, next_hop_text, raw)
+            last = 3
+        if block[p:p + 2] == b"\xc0\x08":
+            ln = block[p + 2]
+            s = p + 3
+            p = s + ln
+            if not ln or ln & 3 or p > n:
+                return None
+            raw = block[s:p]
+            comms = MEMO_COMMS.get(raw)
+            if comms is None:
+                comms = cached(MEMO_COMMS, community_list, raw)
+            last = 8
         while p < n:
             flags, t = block[p], block[p + 1]
             if flags & 0x10:
@@ -206,7 +226,8 @@ def _usual(block: bytes, i: int, values: dict | None) -> AttrInfo | None:
            large if large.__class__ is tuple else bytes(large), ext, atomic, None, (), ())
     attrs = values.get(key) if values is not None else None
     if attrs is None:
-        attrs = new_path_attrs((_ORIGINS[origin], asns, False, med, local_pref, comms, large, ext, atomic, None, (), ()))
+        attrs = new_path_attrs((_ORIGINS[origin], asns, False, med, local_pref, comms, large, ext, atomic, None, (),
+                                ()))
         if values is not None:
             values[key] = attrs
     if hop is None:
@@ -226,7 +247,7 @@ def _intern(values: dict | None, origin: int, *fields) -> PathAttrs:
     return attrs
 
 
-def _parse(block: bytes, start: int, asn4: bool, values: dict | None) -> tuple[AttrInfo, list | None]:
+def parse_general(block: bytes, start: int, asn4: bool, values: dict | None) -> tuple[AttrInfo, list | None]:
     """`parse_attributes` for any block: the general loop over the attributes."""
     errors: list | None = None
     mp = None

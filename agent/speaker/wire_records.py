@@ -267,7 +267,10 @@ class RecordDecoder(WireDecoder):
 
     def records_of(self, caps: int, body: bytes) -> list:
         """The records of UPDATE `body` (TypeError as `RecordWriter.records`: then call `reset`)."""
-        out = self.decode("", caps, body)
+        try:
+            out = self._decode("", caps, body)  # (`decode` without its call: the common case)
+        except Exception:
+            out = self.decode("", caps, body)  # (its answer to a bug of ours)
         return out if out.__class__ is list else self.writer.records(out)
 
     def reset(self) -> None:
@@ -398,7 +401,8 @@ class Rebuilder:
                 raise RecordError(f"attribute record of {len(fields)} fields")
             if len(values) >= VALUES_SIZE:
                 values.clear()
-            number, origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed = fields
+            (number, origin, path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster,
+             confed) = fields
             # (the two lists inline, not through one helper: a call per set was 4 % of this rebuild)
             if comms:
                 if comms.__class__ is not bytes or len(comms) & 3:
@@ -415,6 +419,6 @@ class Rebuilder:
                 if held is None:
                     held = values[key] = _new_bytes(LargeCommunities, large)
                 large = held
-            attrs = attrs_of[number] = _new_tuple(PathAttrs, (
-                _ORIGINS[origin], path, as_set, med, local_pref, comms, large, ext, atomic, originator, cluster, confed))
+            attrs = attrs_of[number] = _new_tuple(PathAttrs, (_ORIGINS[origin], path, as_set, med, local_pref, comms,
+                                                              large, ext, atomic, originator, cluster, confed))
         return attrs
