@@ -122,25 +122,11 @@ def columns(records: list) -> list:
     out: list = []
     cur: list | None = None  # [family, UPDATEs, new, numbers, hops, link-locals, prefixes, seen, records]
     for r in records:
-        if r[0] == 3 and cur is not None and cur[0] == 4:  # (the common record, its one run inline)
-            cur[1] += 1
-            cur[8].append(r)
-            ref = r[1]
-            if ref.__class__ is int:
-                number = ref
-            else:
-                number = ref[0]
-                if number in cur[7]:
-                    out += _column(cur, split=True)
-                    cur = [4, 0, [], [], [], [], [], set(), []]
-                cur[2].append(ref)
-            cur[7].add(number)
-            cur[3].append(number)
-            cur[4].append(r[2])
-            cur[5].append(None)
-            cur[6].append((r[3],))
-            continue
-        f = _announcing(r)
+        if r[0] == 3:  # (the common record: `_announcing` and `_runs_of` inline)
+            f, runs = 4, ((r[1], r[2], None, (r[3],)),)
+        else:
+            f = _announcing(r)
+            runs = _runs_of(r) if f else ()
         if cur is not None and cur[0] != f:
             out += _column(cur)
             cur = None
@@ -151,7 +137,7 @@ def columns(records: list) -> list:
             cur = [f, 0, [], [], [], [], [], set(), []]
         cur[1] += 1
         cur[8].append(r)
-        for ref, nh, ll, pfx in _runs_of(r):
+        for ref, nh, ll, pfx in runs:
             if ref.__class__ is int:
                 number = ref
             else:
