@@ -6,9 +6,9 @@ writes ``wire-events PEER DATA`` in its place: DATA is a `marshal` dump of the e
 (`RecordWriter.records`, one dump per line), built of plain tuples, ints, strings and bytes only,
 with its newline octets escaped (`escape`: the line stays one line; ``0xff`` is the escape
 octet, ``0xff 0x01`` stands for ``0xff`` and ``0xff 0x02`` for a newline, ~0.8 % longer). Base64
-made the line a third longer, and decoding it was 6 % of the agent's work at a full table
-(CPython's decoder takes ~27 machine instructions per character); the two ``bytes.replace`` of
-`unescape` cost about nothing.
+made the line a third longer, and decoding it was 5.7 % of the agent's instructions per route at
+a full table (CPython's decoder takes ~27 per character); the two ``bytes.replace`` of
+`unescape` take 2.6 %.
 The relay's decoder is `RecordDecoder`: the same decoder, which makes the records of the common
 UPDATE (IPv4 prefixes of one good attribute set) directly, without the events in between (~12 %
 of the relay's work per UPDATE of an Internet-like table); every other UPDATE goes through the
