@@ -181,7 +181,6 @@ def large_list(raw: bytes) -> LargeCommunities:
     return _packed_large(_u32_struct(len(words)).pack(*words))
 
 
-_packed = Communities.packed
 _new_bytes = bytes.__new__
 _packed_large = LargeCommunities.packed
 
