@@ -220,28 +220,22 @@ def parse_usual(block: bytes, i: int, values: dict | None) -> AttrInfo | None:
                 return None
     except IndexError:
         return None
-    origin = block[i + 3]
-    # (`_intern`, inline: the key by the communities' octets, their own hash makes texts)
-    key = (origin, asns, False, med, local_pref, comms if comms.__class__ is tuple else bytes(comms),
-           large if large.__class__ is tuple else bytes(large), ext, atomic, None, (), ())
-    attrs = values.get(key) if values is not None else None
-    if attrs is None:
-        attrs = new_path_attrs((_ORIGINS[origin], asns, False, med, local_pref, comms, large, ext, atomic, None, (),
-                                ()))
-        if values is not None:
-            values[key] = attrs
+    attrs = _intern(values, block[i + 3], asns, False, med, local_pref, comms, large, ext, atomic, None, (), ())
     if hop is None:
         return _new_info((attrs, None, None, 3, 0, (), False))
     return _new_info((attrs, hop[0], hop[1], 7, 0, (), hop[1] is None))
 
 
-def _intern(values: dict | None, origin: int, *fields) -> PathAttrs:
-    """The one `PathAttrs` of these fields (origin as its number) in `values` (or a new one)."""
-    # (packed communities are keyed by their octets: their own hash makes texts)
-    key = (origin, *fields[:4], octets(fields[4]), octets(fields[5]), *fields[6:])
+def _intern(values: dict | None, origin: int, as_path: tuple, as_set: bool, med: int | None, local_pref: int | None,
+            comms, large, ext: tuple, atomic: bool, originator: str | None, cluster: tuple, confed: tuple) -> PathAttrs:
+    """The one `PathAttrs` of these fields (origin as its number) in `values` (or a new one): both
+    readers intern through here, so equal sets are one object whichever read them."""
+    key = (origin, as_path, as_set, med, local_pref, octets(comms), octets(large), ext, atomic, originator, cluster,
+           confed)  # (packed communities by their octets: their own hash makes texts)
     attrs = values.get(key) if values is not None else None
     if attrs is None:
-        attrs = new_path_attrs((_ORIGINS[origin], *fields))
+        attrs = new_path_attrs((_ORIGINS[origin], as_path, as_set, med, local_pref, comms, large, ext, atomic,
+                                originator, cluster, confed))
         if values is not None:
             values[key] = attrs
     return attrs
