@@ -15,7 +15,7 @@ from agent.core.model import (
     nexthops,
 )
 from agent.core.bestpath import select
-from agent.core.candidate import MARK_SHIFT
+from agent.core.candidate import MARK_SHIFT, Form, form
 from agent.core.communities import Communities, LargeCommunities
 from agent.core.bgp import PathAttrs
 from agent.policy.verdict import NO_MODS, Modifications
@@ -108,7 +108,7 @@ def test_the_codecs_lists_are_kept_as_plain_octets_and_read_back_as_lists():
     # field marks where the lists are: where the communities start, plus the large ones' length
     # shifted (a set without large communities: a small int, a shared object)
     assert c.path == bytes.fromhex("fa56ea010000fde9") + comms + large and c.path.__class__ is bytes
-    assert (c.comms, c.large) == (8, 16) and c.marks == 8 + (12 << MARK_SHIFT) and len(c) == 12
+    assert (c.comms, c.large) == (8, 16) and c.marks == 8 + (12 << MARK_SHIFT) and len(c) == 10
     other = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS._replace(communities=comms, large_communities=large,
                                                          as_path=(1, 2), med=5))
     assert other.marks == c.marks and other.marks is c.marks  # (shared, also beyond the small ints)
@@ -147,3 +147,32 @@ def test_the_stage_packs_the_codecs_lists_as_the_attributes_path_does():
         assert got == want and got.path.__class__ is bytes
         assert (got.communities, got.large_communities, got.as_path) == (c, lc, (65001, 65002))
         assert got.comms == 8 and got.large == 8 + len(bytes(c))  # (octets: len of a list counts values)
+
+
+def test_type_metric_and_path_id_are_one_shared_field_none_in_the_common_case():
+    c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS)
+    plain = Candidate(ORIGIN, 1, HOPS)
+    assert c.form is None and plain.form is None and len(c) == 10 and len(plain) == 5
+    assert (c.type, c.metric, c.path_id) == (RouteType.UNICAST, None, None)
+    # the others: one shared Form per combination, read back by name through every way of building
+    m = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS, metric=50)
+    assert m.form == Form(RouteType.UNICAST, 50, None) and m.form is c._replace(metric=50).form
+    assert (m.metric, m.path_id, m.bgp) == (50, None, ATTRS)
+    both = m._replace(path_id=7)
+    assert (both.type, both.metric, both.path_id) == (RouteType.UNICAST, 50, 7)
+    assert both._replace(metric=None, path_id=None) == c and both._replace(metric=None, path_id=None).form is None
+    hole = Candidate(ORIGIN, 1, (), type=RouteType.BLACKHOLE)
+    assert hole.type is RouteType.BLACKHOLE and hole.form is form(RouteType.BLACKHOLE)
+    assert hole._replace(type=RouteType.UNICAST) == Candidate(ORIGIN, 1, ())
+    assert plain._replace(bgp=ATTRS, path_id=3) == Candidate(ORIGIN, 1, HOPS, bgp=ATTRS, path_id=3)
+    assert both._replace(bgp=None) == Candidate(ORIGIN, 20, HOPS, metric=50, path_id=7)
+    assert m != c and hash(m) != hash(c) and pickle.loads(pickle.dumps(both)) == both
+    assert "metric=50" in repr(m) and both._asdict()["path_id"] == 7 and "path_id=7" in repr(both._replace(bgp=None))
+    with pytest.raises(ValueError):
+        plain._replace(local_pref=5)  # a plain candidate has no BGP fields
+
+
+def test_a_bgp_candidate_takes_128_octets():
+    # a tuple subclass is allocated with one spare item: 10 fields + 1 = 128 octets with the headers
+    c = Candidate(ORIGIN, 20, HOPS, bgp=ATTRS)
+    assert len(c) == 10 and sys.getsizeof(c) + 8 <= 128

@@ -5,14 +5,19 @@ shared by the prefixes of their UPDATEs), so its size is most of the RIB's memor
 after the dict slots. It is a named tuple (built several times faster than a frozen dataclass),
 in one of two shapes:
 
-* `Candidate`: ``(origin, distance, nexthops, type, bgp, metric, path_id)``, with ``bgp`` None:
-  static, kernel and connected routes.
+* `Candidate`: ``(origin, distance, nexthops, form, bgp)``, with ``bgp`` None: static, kernel
+  and connected routes. ``form`` holds the three values that are nearly always the same: the
+  route type, the kernel metric policy asks for, the ADD-PATH path id; None for a unicast route
+  at the FIB's default metric without a path id, else a shared `Form` (`form`). ``c.type``,
+  ``c.metric`` and ``c.path_id`` read it; the constructor and ``_replace`` take them by name.
 * `BgpCandidate` (a subclass, built by ``Candidate(..., bgp=attrs)`` or directly): the BGP path
   attributes are fields of the candidate itself, after the common ones, and the four values that
   are the same for every path of a peer session (address, AS, router id, eBGP) are one shared
-  `PeerIdentity` in the place of ``bgp``. One 12-item tuple (144 octets with the collector's
-  header) instead of a candidate and a separate `BgpAttrs` (104 + 128): the full table's
-  candidates take 35 bytes per route less. The best-path steps read the fields directly
+  `PeerIdentity` in the place of ``bgp``. One 10-item tuple (128 octets with the collector's
+  header and the spare item a tuple subclass is allocated with) instead of a candidate and a
+  separate `BgpAttrs` (104 + 128): the full table's candidates take 41 bytes per route less
+  (type, metric and path id as three fields took 144 octets: 6.4 bytes per route more). The
+  best-path steps read the fields directly
   (``c.local_pref``, ``c.bgp_origin``, ``c.med``, ``c.neighbor_as`` ...; ``c.is_bgp`` tells the
   shapes apart without building anything). ``c.bgp`` still gives the attributes as a `BgpAttrs`
   (built on each read: for views, tests and other cold code). The BGP ORIGIN attribute is
@@ -42,7 +47,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from .communities import Communities, LargeCommunities, octets
-from .values import BgpOrigin, NextHop, Origin, RouteType
+from .values import BgpOrigin, Form, NextHop, Origin, RouteType, form
 
 
 class BgpAttrs(NamedTuple):
@@ -92,21 +97,40 @@ def peer_identity(address: str, asn: int, router_id: str, ebgp: bool) -> PeerIde
     return hit
 
 
+_UNICAST = RouteType.UNICAST
+
+
 class _CandidateFields(NamedTuple):
     origin: Origin
     distance: int
     nexthops: tuple[NextHop, ...] = ()
-    type: RouteType = RouteType.UNICAST
+    form: Form | None = None  # type, metric, path id (`Form`; None: unicast, default metric, no path id)
     bgp: BgpAttrs | None = None
-    metric: int | None = None  # kernel metric wanted by policy; None: the FIB default
-    path_id: int | None = None  # ADD-PATH path identifier
+
+
+LOGICAL = ("origin", "distance", "nexthops", "type", "bgp", "metric", "path_id")
+_FORM_NAMES = ("type", "metric", "path_id")
+
+
+def _with_form(values: list, changes: dict) -> None:
+    """Move the changes of `type`, `metric` and `path_id` in `changes` into ``values[3]``."""
+    if any(name in changes for name in _FORM_NAMES):
+        f = values[3] or _PLAIN
+        values[3] = form(*(changes.pop(name, f[i]) for i, name in enumerate(_FORM_NAMES)))
+
+
+def _with_bgp(values: list, bgp: Any, changes: dict) -> Candidate:
+    """The candidate of `values`' common fields with the attributes `bgp` (None: a plain one)."""
+    f = values[3] or _PLAIN
+    return Candidate(*values[:3], f.type, bgp, f.metric, f.path_id)._replace(**changes)
 
 
 class Candidate(_CandidateFields):
     """One origin's route for one prefix. A BGP peer with ADD-PATH (RFC 7911) offers several
     routes for one prefix: each is its own candidate, told apart by `path_id` (the RIB keys a
     candidate by origin and path id; None: the peer sends one path per prefix). Given `bgp`
-    attributes, the constructor builds a `BgpCandidate` (see the module doc)."""
+    attributes, the constructor builds a `BgpCandidate` (see the module doc). ``type``,
+    ``metric`` and ``path_id`` are read from ``form`` (hot paths test ``c[3] is None``)."""
 
     __slots__ = ()
     is_bgp = False
@@ -115,8 +139,47 @@ class Candidate(_CandidateFields):
                 type: RouteType = RouteType.UNICAST, bgp: Any = None, metric: int | None = None,
                 path_id: int | None = None) -> Candidate:
         if bgp is None:
-            return tuple.__new__(cls, (origin, distance, nexthops, type, None, metric, path_id))
+            return tuple.__new__(cls, (origin, distance, nexthops, form(type, metric, path_id), None))
         return bgp_candidate(origin, distance, nexthops, type, bgp, metric, path_id)
+
+    @property
+    def type(self) -> RouteType:
+        f = self[3]
+        return _UNICAST if f is None else f[0]
+
+    @property
+    def metric(self) -> int | None:
+        f = self[3]
+        return None if f is None else f[1]
+
+    @property
+    def path_id(self) -> int | None:
+        f = self[3]
+        return None if f is None else f[2]
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
+
+    @classmethod
+    def _make(cls, iterable: Any) -> Candidate:
+        return tuple.__new__(cls, iterable)
+
+    def _replace(self, **changes: Any) -> Candidate:
+        values = list(self)
+        _with_form(values, changes)
+        if changes.get("bgp") is not None:
+            return _with_bgp(values, changes.pop("bgp"), changes)
+        for name, value in changes.items():
+            if name not in self._fields:
+                raise ValueError(f"got unexpected field name: {name!r}")
+            values[self._fields.index(name)] = value
+        return tuple.__new__(Candidate, values)
+
+    def _asdict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in LOGICAL}
+
+    def __repr__(self) -> str:
+        return "Candidate(" + ", ".join(f"{n}={v!r}" for n, v in self._asdict().items()) + ")"
 
     def describe(self) -> str:
         if self.type != RouteType.UNICAST:
@@ -124,8 +187,11 @@ class Candidate(_CandidateFields):
         return ", ".join(str(nh) for nh in self.nexthops) or "-"
 
 
-BGP_FIELDS = ("origin", "distance", "nexthops", "type", "peer", "metric", "path_id",
-              "local_pref", "path", "bgp_origin", "med", "marks")
+_PLAIN = Form()
+
+
+BGP_FIELDS = ("origin", "distance", "nexthops", "form", "peer", "local_pref", "path", "bgp_origin", "med",
+              "marks")
 MARK_SHIFT = 20  # ``marks``: communities' start + (large communities' length << MARK_SHIFT)
 _START = (1 << MARK_SHIFT) - 1
 _Layout = namedtuple("_Layout", BGP_FIELDS)  # (its C field readers serve `BgpCandidate`)
@@ -197,7 +263,7 @@ def _texts(values: Any, cls: type[Communities]) -> tuple:
 
 _FIRST = _struct(1)
 _READ_AS = ("as_path", "communities", "large_communities")  # `_replace` takes these for the two below
-_PACKED = (8, 11)  # the fields `pack_attrs` makes together
+_PACKED = (6, 9)  # the fields `pack_attrs` makes together
 
 
 class BgpCandidate(Candidate):
@@ -222,54 +288,51 @@ class BgpCandidate(Candidate):
             raise TypeError(f"BgpCandidate takes {len(BGP_FIELDS)} values, got {len(values)}")
         return tuple.__new__(cls, values)
 
-    def __getnewargs__(self) -> tuple:
-        return tuple(self)
-
     @property
     def bgp(self) -> BgpAttrs:  # type: ignore[override]
         p = self[4]
-        return tuple.__new__(BgpAttrs, (p.address, p.asn, p.router_id, p.ebgp, self[7], self.as_path, self[9],
-                                        self[10], self.communities, self.large_communities))
+        return tuple.__new__(BgpAttrs, (p.address, p.asn, p.router_id, p.ebgp, self[5], self.as_path, self[7],
+                                        self[8], self.communities, self.large_communities))
 
     @property
     def as_path(self) -> tuple[int, ...]:
-        m = self[11]
-        return path_asns(self[8][:m & _START] if m.__class__ is int else self[8])
+        m = self[9]
+        return path_asns(self[6][:m & _START] if m.__class__ is int else self[6])
 
     @property
     def path_length(self) -> int:
         """The AS path's length as best path compares it (its AS numbers, as ``len(as_path)``)."""
-        m = self[11]
-        return (m & _START if m.__class__ is int else len(self[8])) >> 2
+        m = self[9]
+        return (m & _START if m.__class__ is int else len(self[6])) >> 2
 
     @property
     def comms(self) -> int | tuple[str, ...]:
         """Where the communities start in ``path`` (or the tuple of their texts)."""
-        m = self[11]
+        m = self[9]
         return m & _START if m.__class__ is int else m[0]
 
     @property
     def large(self) -> int | tuple[str, ...]:
         """Where the large communities start in ``path`` (or the tuple of their texts)."""
-        m = self[11]
-        return len(self[8]) - (m >> MARK_SHIFT) if m.__class__ is int else m[1]
+        m = self[9]
+        return len(self[6]) - (m >> MARK_SHIFT) if m.__class__ is int else m[1]
 
     @property
     def communities(self) -> Communities | tuple[str, ...]:
-        m = self[11]
+        m = self[9]
         if m.__class__ is not int:
             return m[0]
-        path = self[8]
+        path = self[6]
         raw = path[m & _START:len(path) - (m >> MARK_SHIFT)]
         return Communities.packed(raw) if raw else ()
 
     @property
     def large_communities(self) -> LargeCommunities | tuple[str, ...]:
-        m = self[11]
+        m = self[9]
         if m.__class__ is not int:
             return m[1]
         n = m >> MARK_SHIFT
-        return LargeCommunities.packed(self[8][-n:]) if n else ()
+        return LargeCommunities.packed(self[6][-n:]) if n else ()
 
     # the peer's values, as a `BgpAttrs` names them (read in C: ``attrgetter`` of the shared identity)
     peer_address = property(attrgetter("peer.address"))
@@ -280,8 +343,8 @@ class BgpCandidate(Candidate):
     @property
     def neighbor_as(self) -> int:
         """The AS the path was learned from (first AS in the path, else the peer's AS)."""
-        m = self[11]
-        return _FIRST.unpack_from(self[8])[0] if (m & _START if m.__class__ is int else self[8]) else self[4].asn
+        m = self[9]
+        return _FIRST.unpack_from(self[6])[0] if (m & _START if m.__class__ is int else self[6]) else self[4].asn
 
     @classmethod
     def _make(cls, iterable: Any) -> BgpCandidate:
@@ -289,9 +352,10 @@ class BgpCandidate(Candidate):
 
     def _replace(self, **changes: Any) -> Candidate:
         values = list(self)
+        _with_form(values, changes)
         bgp = changes.pop("bgp", _UNSET)
         if bgp is not _UNSET:  # new attributes (or none: a plain candidate)
-            return Candidate(*values[:4], bgp, values[5], values[6])._replace(**changes)
+            return _with_bgp(values, bgp, changes)
         lists = None
         for name, value in changes.items():
             i = _INDEX.get(name)
@@ -305,14 +369,15 @@ class BgpCandidate(Candidate):
             else:
                 values[i] = value
         if lists:
-            values[8], values[11] = pack_attrs(
+            values[6], values[9] = pack_attrs(
                 pack_path(lists.get("as_path", self.as_path)),
                 keep_communities(lists.get("communities", self.communities)),
                 keep_communities(lists.get("large_communities", self.large_communities)))
         return tuple.__new__(BgpCandidate, values)
 
     def _asdict(self) -> dict[str, Any]:
-        return dict(zip(BGP_FIELDS, self))
+        return {**{name: getattr(self, name) for name in LOGICAL[:4]}, "peer": self[4], "metric": self.metric,
+                "path_id": self.path_id, **dict(zip(BGP_FIELDS[5:], self[5:]))}
 
     def __repr__(self) -> str:
         shown = {**self._asdict(), "path": self.as_path, "marks": (self.communities, self.large_communities)}
@@ -325,5 +390,5 @@ def bgp_candidate(origin: Origin, distance: int, nexthops: tuple[NextHop, ...], 
     peer = peer_identity(bgp.peer_address, bgp.peer_as, bgp.router_id, bgp.ebgp)
     path, marks = pack_attrs(pack_path(bgp.as_path), keep_communities(bgp.communities),
                              keep_communities(bgp.large_communities))
-    return tuple.__new__(BgpCandidate, (origin, distance, nexthops, type, peer, metric, path_id, bgp.local_pref,
-                                        path, bgp.origin, bgp.med, marks))
+    return tuple.__new__(BgpCandidate, (origin, distance, nexthops, form(type, metric, path_id), peer,
+                                        bgp.local_pref, path, bgp.origin, bgp.med, marks))

@@ -33,8 +33,8 @@ from .values import (  # noqa: F401 (re-exported)
     DEFAULT_DISTANCE, NEVER_INSTALL, BestReason, BgpOrigin, NextHop, Origin, RouteType, SourceKind
 )
 from .candidate import (  # noqa: F401 (re-exported)
-    PATH_PACKERS, BgpAttrs, BgpCandidate, Candidate, PeerIdentity, bgp_candidate, keep_communities, pack_attrs,
-    pack_path, path_asns, peer_identity
+    PATH_PACKERS, BgpAttrs, BgpCandidate, Candidate, Form, PeerIdentity, bgp_candidate, form, keep_communities,
+    pack_attrs, pack_path, path_asns, peer_identity
 )
 
 def parse_address(text: str) -> tuple[int, int]:

@@ -296,9 +296,11 @@ class Rib(RibViews):
             return None, True  # (not remembered: the caches are shared by next hops)
         generation = self.resolver.generation
         hops = c.nexthops
-        plain = c.distance < NEVER_INSTALL and c.type is _UNICAST and not c.origin.kind.foreign
+        f = c[3]  # (``form``: None for a unicast route at the default metric, the common case)
+        metric = None if f is None else f.metric
+        plain = c.distance < NEVER_INSTALL and (f is None or f.type is _UNICAST) and not c.origin.kind.foreign
         hit = self._hops_cache.get(id(hops)) if plain else None
-        if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == c.metric:
+        if hit is not None and hit[0] is hops and hit[1] == generation and hit[2] == metric:
             route, recursive = hit[3], False  # remembered for `c` below: its next prefix costs no call
         else:
             route, recursive = self._single(c, prefix)
@@ -310,7 +312,7 @@ class Rib(RibViews):
                 hit = None
             self._single_cache[id(c)] = (c, generation, route)
             if plain and hit is None:  # (a hit is already there as it would be written)
-                self._hops_cache[id(hops)] = (hops, generation, c.metric, route)
+                self._hops_cache[id(hops)] = (hops, generation, metric, route)
         return route, not recursive
 
     def _single(self, c: Candidate, prefix: Prefix) -> tuple[KernelRoute | None, bool]:

@@ -1,5 +1,5 @@
 """The small value types every stage shares: source kinds and distances, route types, the BGP
-ORIGIN codes, the best-path reasons, `Origin` and `NextHop`.
+ORIGIN codes, the best-path reasons, `Origin`, `NextHop` and a candidate's `Form`.
 
 DOC: split out of `agent.core.model` (which re-exports all of them) so that `agent.core.candidate`
 can build on them without an import cycle. Frozen and slotted; an `Origin` caches its hash (the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 class SourceKind(str, enum.Enum):
@@ -110,3 +111,30 @@ class NextHop:
         if self.weight != 1:
             parts.append(f"weight {self.weight}")
         return " ".join(parts)
+
+
+class Form(NamedTuple):
+    """A candidate's uncommon values, in one field (``form``; None for the common case: a unicast
+    route at the FIB's default metric without an ADD-PATH path id). One field instead of three
+    keeps a BGP candidate at 10 fields, 128 octets (`agent.core.candidate`)."""
+
+    type: RouteType = RouteType.UNICAST
+    metric: int | None = None  # kernel metric wanted by policy; None: the FIB default
+    path_id: int | None = None  # ADD-PATH path identifier
+
+
+_forms: dict[Form, Form] = {}
+
+
+def form(type: RouteType = RouteType.UNICAST, metric: int | None = None, path_id: int | None = None) -> Form | None:
+    """The ``form`` field for these values: None for the common case, else a shared `Form` (a
+    few per policy metric and path id: the table is cleared if it ever grows past 4096)."""
+    if type == RouteType.UNICAST and metric is None and path_id is None:
+        return None
+    f = Form(RouteType(type), metric, path_id)
+    hit = _forms.get(f)
+    if hit is None:
+        if len(_forms) >= 4096:
+            _forms.clear()
+        hit = _forms[f] = f
+    return hit

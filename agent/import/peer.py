@@ -36,6 +36,7 @@ from ..core.model import (
     SourceKind,
     bgp_candidate,
     canonical_address,
+    form,
     intern,
     keep_communities,
     nexthops,
@@ -88,10 +89,10 @@ def rib_holds(table: Mapping, prefix: Prefix, origin: Origin) -> bool:
         return False
     if e.__class__ is tuple:  # several origins (a bare candidate is a tuple subclass)
         for c in e:
-            if c[0] is origin and c[6] is None:
+            if c[0] is origin and (c[3] is None or c[3][2] is None):  # (``form``: no path id)
                 return True
         return False
-    return e[0] is origin and e[6] is None
+    return e[0] is origin and (e[3] is None or e[3][2] is None)
 
 
 def rib_holds_any(table: Mapping, prefixes: Sequence[Prefix], origin: Origin) -> bool:
@@ -287,7 +288,7 @@ class PeerState:
             else:
                 path, marks = pack_attrs(path, comms, large)
             cand = _bgp_candidate((
-                self.origin, distance, hops, _UNICAST, ident, mods.metric, None,
+                self.origin, distance, hops, None if mods.metric is None else form(_UNICAST, mods.metric), ident,
                 100 if ident.ebgp or local_pref is None else local_pref, path,
                 origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
                 0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
@@ -354,7 +355,7 @@ class PeerState:
                                  keep_communities(getattr(attrs, "communities", ())),
                                  keep_communities(getattr(attrs, "large_communities", ())))
         return _bgp_candidate((
-            self.origin, distance, hops, _UNICAST, self._identity(getattr(attrs, "router_id", None)), metric, None,
+            self.origin, distance, hops, form(_UNICAST, metric), self._identity(getattr(attrs, "router_id", None)),
             100 if ebgp or local_pref is None else local_pref, path,
             origin if origin.__class__ is BgpOrigin else BgpOrigin(origin),
             0 if med is None else med,  # a missing MED counts as 0 (RFC 4271, FRR default)
