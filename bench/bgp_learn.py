@@ -73,6 +73,10 @@ timed) and prints the top functions.
 Output: one line per run, min / median per receiver and table, then as the last line one JSON
 object with, per table, `ratio_bird_<table>` (agent / BIRD->BIRD->kernel, best runs) and
 `ratio_exabgp_<table>` (agent / ExaBGP alone), the targets of issue 13 (`target_ratio_bird_*`),
+with more than one run also `ratio_bird_<table>_pairs` (each agent run / the BIRD run of the same
+round, the two a minute apart) and their median `ratio_bird_<table>_median_pair`: the machine's
+speed drifts by up to 30 % within minutes, which moves the ratio of two minimums taken minutes
+apart more than it moves a pair,
 `ratio_bird` / `ratio_exabgp` the worst over the tables run, and `ratio` = `ratio_exabgp`.
 
     sudo .venv/bin/python bench/bgp_learn.py [--only shared,distinct,full] [--scale 0.2] [--repeat 3]
@@ -409,6 +413,13 @@ def report(tables: list[Table], runs: list[dict], repeat: int) -> tuple[dict, bo
             result[f"ratio_bird_{name}"] = ratios_bird[-1]
             result[f"target_ratio_bird_{name}"] = TARGET_BIRD[name]
             line += f"; agent/BIRD {ratios_bird[-1]} (target <= {TARGET_BIRD[name]})"
+            pairs = [ratio(x["seconds"], y["seconds"]) for x, y in zip(
+                [r for r in runs if r["kind"] == "agent" and r["table"] == name],
+                [r for r in runs if r["kind"] == "bird" and r["table"] == name])]
+            if len(pairs) > 1:  # (each agent run beside the BIRD run of its round: steadier on a noisy machine)
+                result[f"ratio_bird_{name}_pairs"] = pairs
+                result[f"ratio_bird_{name}_median_pair"] = round(statistics.median(pairs), 2)
+                line += f", median pair {result[f'ratio_bird_{name}_median_pair']} (pairs {', '.join(map(str, pairs))})"
         if e and e.get("updates"):
             result[f"prefixes_per_update_{name}"] = round(n / e["updates"], 3)
             line += f"; {e['updates']} UPDATEs ({n / e['updates']:.2f} prefixes each)"
