@@ -32,7 +32,9 @@ The read-only views (peers, adverts, explanations) are `agent.daemon.bgp_views.B
 
 `reconfigure(config)` applies a reload: peers added or removed (ExaBGP reloads its configuration,
 other sessions stay up; a removed peer first gets Cease 6/3, see `Speaker.set_peers`), policies and distances recompiled, and a route refresh asked from every
-peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in).
+peer so its routes go through the new policy (ExaBGP keeps no adj-RIB-in). A peer whose AS or
+session type (eBGP/iBGP) changed is a new peer on the same address: the routes the old one sent,
+accepted or stale, are withdrawn at once (as for a removed peer), not kept over the restart.
 """
 
 from __future__ import annotations
@@ -166,6 +168,9 @@ class BgpRuntime(BgpViews, MaxPrefixHoldDown):
         for addr in self.peers:
             if addr not in wanted:  # withdraw before the stage forgets the peer's origin
                 out.updates += self.source.remove_peer(addr)
+        for p in config.peers:  # a new AS or session type: the old peer's routes go the same way
+            if peer_key(p) in self.peers and self.stage.replaces(self._import_peer(p)):
+                out.updates += self.source.forget_routes(peer_key(p))
         removed = self._apply_peers(config.peers)
         for addr in removed:
             self.export.forget(addr)

@@ -120,12 +120,18 @@ class ImportStage(StageViews):
 
     # -- configuration --------------------------------------------------------------------------
 
+    def replaces(self, settings: ImportPeer) -> bool:
+        """Would `set_peer(settings)` start a known peer afresh (its AS or session type changed)?"""
+        old = self._peers.get(settings.address)
+        return old is not None and (old.settings.ebgp != settings.ebgp or old.settings.asn != settings.asn)
+
     def set_peer(self, settings: ImportPeer) -> None:
         """Add a peer or change its settings. Routes it already sent are not re-evaluated. If its AS
-        or session type (eBGP/iBGP) changes, its routes and max-prefix state are forgotten (the
-        session restarts anyway; the caller withdraws the old origin's routes from the RIB)."""
+        or session type (eBGP/iBGP) changes (`replaces`), its routes and max-prefix state are
+        forgotten (the session restarts anyway; the caller withdraws the old origin's routes from
+        the RIB first: `BgpSource.forget_routes`)."""
         old = self._peers.get(settings.address)
-        if old is None or old.settings.ebgp != settings.ebgp or old.settings.asn != settings.asn:
+        if old is None or self.replaces(settings):
             if old is not None:
                 self.maxprefix.forget(settings.address)
             peer = PeerState(settings)

@@ -123,9 +123,19 @@ class BgpSource:
     def remove_peer(self, peer: str) -> list[Update]:
         """The peer left the configuration: withdraw its accepted and its stale routes."""
         s = self.sessions.pop(peer, None)
-        if s is None:
-            return []
+        return [] if s is None else self._withdraw_everything(peer, s)
+
+    def forget_routes(self, peer: str) -> list[Update]:
+        """The peer's AS or session type changed (`ImportStage.replaces`): withdraw what it sent
+        as the old peer, accepted or stale, before the stage forgets it. Its session restarts
+        (ExaBGP resets it for the new configuration), so nothing is kept as stale: the new peer
+        is not the one that sent them."""
+        s = self.sessions.get(peer)
+        return [] if s is None else self._withdraw_everything(peer, s)
+
+    def _withdraw_everything(self, peer: str, s: PeerSession) -> list[Update]:
         gone = set(self.stage.accepted_prefixes(peer)) | s.stale
+        s.stale, s.deferred, s.stale_until = set(), [], None
         return withdraw_all(self.stage.origin(peer), gone)
 
     def handle(self, ev, now: float, out: BgpOutput | None = None) -> BgpOutput:
