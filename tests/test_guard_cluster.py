@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import ipaddress
+import random
 
 import pytest
 
@@ -12,6 +14,7 @@ from agent.policy.verdict import Reason
 
 imp = importlib.import_module("agent.import")
 Guard, ImportStage, ImportPeer = imp.Guard, imp.ImportStage, imp.ImportPeer
+related = importlib.import_module("agent.import.guard").related
 Limit, Action, D = imp.MaxPrefixLimit, imp.MaxPrefixAction, imp.MaxPrefixDecision
 
 P = Prefix.parse
@@ -236,3 +239,49 @@ def test_re_announcement_after_recheck_stays_rejected():
     r = feed(s, EBGP, ["10.244.2.64/26"])[0]
     assert not r.verdict.accepted and r.update is None  # nothing more to withdraw
     assert s.held(EBGP)[4] == (0, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# guard.related: what a grown guard has to look at again
+# ---------------------------------------------------------------------------------------------
+
+def test_related_gives_the_covering_and_inside_prefixes_of_what_the_guard_gained():
+    vip = related([P("203.0.113.7/32")])
+    assert len(vip) == 33 and P("203.0.113.7/32") in vip and P("0.0.0.0/0") in vip and P("203.0.113.0/24") in vip
+    pod = related([P("10.244.2.0/24")])
+    assert len(pod) == 25 + 510 and P("10.244.2.64/26") in pod and P("10.244.2.255/32") in pod
+    assert P("10.244.3.0/26") not in pod and P("10.244.2.0/23") in pod
+    assert len(related([P("fd00::7/128")])) == 129 and related([P("fd00:10:244:2::/64")]) is None
+    assert related([P(f"203.0.113.{i}/32") for i in range(200)]) is None  # past RELATED_MAX: every route
+    # exactly the prefixes that cover or lie inside a gained one, each once (both families)
+    rng = random.Random(7)
+    for _ in range(300):
+        v6 = rng.random() < 0.3
+        full = 128 if v6 else 32
+        g = _random_prefix(rng, full, full - 8, full)
+        got = related([g])
+        assert len(got) == len(set(got))
+        for _ in range(50):
+            p = _random_prefix(rng, full, 0, full, inside=g)
+            assert (p in got) == (p.covers(g) or g.covers(p)), (g, p)
+
+
+def _random_prefix(rng, full: int, lo: int, hi: int, inside: Prefix | None = None) -> Prefix:
+    """A random prefix of `lo`..`hi` bits (its address mostly inside `inside`, when given)."""
+    if inside is not None and rng.random() < 0.7:
+        addr = int(inside.network.network_address) + rng.randrange(inside.network.num_addresses)
+    else:
+        addr = rng.getrandbits(full)
+    return P(str(ipaddress.ip_network((addr, full)).supernet(new_prefix=rng.randint(lo, hi))))
+
+
+def test_recheck_with_what_the_guard_gained_withdraws_what_the_full_pass_does():
+    for gained in ([P("10.244.2.0/24")], [P("203.0.113.7/32"), P("10.244.2.64/26")], [P("198.51.100.0/23")],
+                   [P("fd00:10:244:2:1::/80")], [P("fd00:10:244::/48")]):
+        runs = []
+        for partial in (False, True):
+            s = make_stage(ImportPeer(EBGP, 65001, True, ACCEPT_ALL))
+            feed(s, EBGP, ROUTES)
+            s.guard.set_protected(set(OWN) | set(gained))
+            runs.append(sorted(s.recheck_guard(EBGP, gained if partial else None)))
+        assert runs[0] == runs[1] and runs[0], gained

@@ -201,15 +201,15 @@ class BgpRuntime(BgpViews, MaxPrefixHoldDown):
         A node gone from `others` is a shrink like any other: its more-specifics refused before
         may pass now, so a route refresh is scheduled."""
         others = frozenset(others)
-        grew = bool(others - self._cluster_others)
+        gained = others - self._cluster_others
         shrank = bool(self._cluster_others - others)
         if others != self._cluster_others:
             self.guard.set_cluster(others)
             self._cluster_others = others
         self.cluster_protected = protected
-        return self._set_protected(protected_prefixes(config), recheck=grew, refresh=shrank)
+        return self._set_protected(protected_prefixes(config), gained=gained, refresh=shrank)
 
-    def _set_protected(self, own, recheck: bool = False, refresh: bool = False) -> list:
+    def _set_protected(self, own, gained: frozenset = frozenset(), refresh: bool = False) -> list:
         """Replace the guard's protected prefixes. Grown: accepted routes the guard now refuses
         are withdrawn at once. Shrunk: routes refused before may be acceptable now, but ExaBGP
         keeps no adj-RIB-in, so a route refresh is asked from every peer, at most every
@@ -223,9 +223,10 @@ class BgpRuntime(BgpViews, MaxPrefixHoldDown):
         if new != old:  # (10,000 VIPs: rebuilding the index costs more than comparing)
             self.guard.set_protected(new)
         updates = []
-        if recheck or new - old:
+        gained = gained | (new - old)  # (another node's pod CIDR, or one of ours)
+        if gained:
             for addr in self.peers:
-                updates += self.stage.recheck_guard(addr)
+                updates += self.stage.recheck_guard(addr, gained)
         if refresh or old - new:
             self._schedule_refresh()
         return updates

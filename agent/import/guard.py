@@ -320,3 +320,28 @@ class Guard:
                 self._verdicts.clear()
             v = self._verdicts[key] = Verdict(False, text, reason, NO_MODS, GUARD)
         return v
+
+
+RELATED_MAX = 4096  # `related` gives up beyond this many prefixes to probe (a pass over the table is cheaper)
+
+
+def related(gained: Iterable[Prefix]) -> list[Prefix] | None:
+    """Every prefix that equals, covers or lies inside a prefix of `gained` (the only routes a
+    guard grown by `gained` can refuse now: `ImportStage.recheck_guard`): the covering ones of
+    each length, and the ones inside while they are at most `RELATED_MAX` in all (a /32 VIP has
+    none, a /24 pod CIDR 510); None: more than that (a /16, an IPv6 /64: check every route)."""
+    out: list[Prefix] = []
+    for g in gained:
+        plen, v6 = g & 0xFF, g & V6_FLAG
+        full, net = (128 if v6 else 32), (g & ~V6_FLAG) >> 8
+        if (2 << (full - plen)) - 2 + len(out) > RELATED_MAX:
+            return None
+        out += [_new_prefix(((net >> (plen - n)) << 8) | n | v6) for n in range(plen + 1)]
+        for n in range(plen + 1, full + 1):
+            k = n - plen
+            out += [_new_prefix((x << 8) | n | v6) for x in range(net << k, (net + 1) << k)]
+    return list(dict.fromkeys(out))
+
+
+def _new_prefix(value: int) -> Prefix:
+    return int.__new__(Prefix, value)

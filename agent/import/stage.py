@@ -65,7 +65,7 @@ The read side (stored verdicts, explain, the counts) is `agent.import.stageviews
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
@@ -74,7 +74,7 @@ from ..core.model import DEFAULT_DISTANCE, Origin, Prefix, SourceKind, Update, n
 from ..policy.engine import CompiledPolicy
 from ..policy.prefixes import V6_FLAG
 from ..policy.verdict import Reason, Verdict, shared_verdict
-from .guard import Guard
+from .guard import Guard, related
 from .maxprefix import MaxPrefix, MaxPrefixDecision
 from .paths import accepted_paths, receive_paths, recheck_paths, withdraw_path
 from .peer import ImportPeer, PeerState
@@ -364,16 +364,18 @@ class ImportStage(StageViews):
         self.maxprefix.release(peer, 6 if v6 else 4)
         return Update(prefix, st.origin, None)
 
-    def recheck_guard(self, peer: str) -> list[Update]:
-        """The guard grew (a new VIP, pod CIDR, service CIDR): withdraw the accepted routes of
-        `peer` it now refuses; they stay explainable with the guard's verdict. (Routes the guard
-        refused before and now would pass need the peer to send them again: route refresh.)"""
+    def recheck_guard(self, peer: str, gained: Iterable[Prefix] | None = None) -> list[Update]:
+        """The guard grew by `gained` (a new VIP, pod CIDR, service CIDR; None: unknown): withdraw
+        the accepted routes of `peer` it now refuses (explainable with the guard's verdict). Only
+        routes `guard.related` to a gained prefix are checked (a VIP: ~33 dict probes), or every
+        one when those are too many. (What passes now needs the peer to send it again: refresh.)"""
         st = self._peers.get(peer)
         if st is None:
             return []
         s = st.settings
         out = []
-        for prefix in st.accepted_keys():
+        keys = None if gained is None else related(gained)
+        for prefix in st.accepted_keys() if keys is None else filter(st.is_accepted, keys):
             verdict = self.guard.check(prefix, allow_default=s.allow_default, allow_covering=s.allow_covering)
             if verdict is None:
                 continue
