@@ -300,3 +300,39 @@ def test_metric_changes_are_make_before_break_and_ipv6_metric_0_is_1024(node, mo
             assert kinds.index(("add", new)) < kinds.index(("del", old)), (prefix, kinds)
             old = new
     assert "route_agent_fib_failed_routes 0.0" in node.api("/metrics")
+
+
+def test_links_created_later_resolve_the_routes_waiting_for_them_and_unrelated_ones_change_nothing(node):
+    """A route through a device that does not exist yet is installed when the link appears (a
+    device route, and a gateway on the new link's subnet); links no route uses (a pod's veth)
+    come and go without touching our routes (they no longer re-evaluate the whole RIB)."""
+    node.write("static.yaml", static_routes("s", ROUTES + "    - prefix: 192.0.2.128/25\n      nextHops: [{device: pod9}]\n"
+                                                 "    - prefix: 198.51.100.0/24\n      nextHops: [{gateway: 10.9.0.1}]\n"))
+    node.start()
+    node.wait_routes(lambda r: gateways(r.get("198.18.0.0/16", {})) == ["10.0.0.1", "10.0.1.1"])
+    before = node.routes(4)
+    assert "192.0.2.128/25" not in before and "198.51.100.0/24" not in before
+    for i in range(3):  # unrelated links: created, up, deleted
+        ip(node.ns, "link", "add", f"veth{i}a", "type", "veth", "peer", "name", f"veth{i}b")
+        ip(node.ns, "link", "set", f"veth{i}a", "up")
+        ip(node.ns, "link", "del", f"veth{i}a")
+    _veth(node, "pod9")
+    r = node.wait_routes(lambda r: "192.0.2.128/25" in r, timeout=5)
+    assert r["192.0.2.128/25"]["dev"] == "pod9" and "gateway" not in r["192.0.2.128/25"]
+    assert {p: r[p] for p in before} == before  # the others untouched
+    _veth(node, "gw9", "10.9.0.254/24")
+    r = node.wait_routes(lambda r: "198.51.100.0/24" in r, timeout=5)
+    assert r["198.51.100.0/24"]["gateway"] == "10.9.0.1" and r["198.51.100.0/24"]["dev"] == "gw9"
+    ip(node.ns, "link", "del", "pod9")
+    node.wait_routes(lambda r: "192.0.2.128/25" not in r and "198.51.100.0/24" in r, timeout=5)
+    exp = node.api("/api/explain?prefix=192.0.2.128/25")
+    assert exp["candidates"][0]["status"] == "unresolved", exp
+
+
+def _veth(node, name: str, address: str | None = None) -> None:
+    """A new link `name` that is up (a veth pair, both ends here: no dummy module on CI)."""
+    ip(node.ns, "link", "add", name, "type", "veth", "peer", "name", name + "b")
+    if address:
+        ip(node.ns, "addr", "add", address, "dev", name)
+    ip(node.ns, "link", "set", name + "b", "up")
+    ip(node.ns, "link", "set", name, "up")

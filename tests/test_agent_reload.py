@@ -57,20 +57,59 @@ def test_invalid_config_at_start_raises_before_touching_anything(tmp_path):
     assert any(p.field == "spec.routes[0].prefix" for p in err.value.problems)
 
 
-async def test_monitor_overrun_and_link_down_ask_for_a_full_scan(tmp_path):
+USES_ETH9 = GOOD + """    - prefix: 198.51.100.0/24
+      nextHops: [{device: eth9}]
+"""
+
+
+def _scans(agent) -> list:
+    return [(e.kind, e.data) for e in (agent.queue.get_nowait() for _ in range(agent.queue.qsize()))]
+
+
+async def test_monitor_overrun_and_a_used_link_going_down_ask_for_a_full_scan(tmp_path):
+    from agent.core.model import Prefix
     from agent.fib.types import Link, LinkEvent, Overrun
 
     path = tmp_path / "c.yaml"
-    path.write_text(GOOD)
+    path.write_text(USES_ETH9)
     agent = Agent(str(path))
+    r = agent.routing
+    r.load_config(agent.config)  # (as the core task does at start)
+    r.handle_kernel([LinkEvent(False, Link("eth9", 9, True))])
+    assert r.rib.desired(Prefix.parse("198.51.100.0/24")).nexthops[0].dev == "eth9"
+    _scans(agent)
     for ev, reason in ((Overrun(), "overrun"), (LinkEvent(False, Link("eth9", 9, False)), "link-down")):
-        agent.routing.handle_kernel([ev])
-        kinds = [agent.queue.get_nowait() for _ in range(agent.queue.qsize())]
-        assert [(e.kind, e.data) for e in kinds] == [("scan", reason)]
+        r.handle_kernel([ev])
+        assert _scans(agent) == [("scan", reason)]
     # both at once: one full scan covers both (a waiting scan absorbs the next)
-    agent.routing.handle_kernel([Overrun(), LinkEvent(False, Link("eth9", 9, False))])
-    kinds = [agent.queue.get_nowait() for _ in range(agent.queue.qsize())]
-    assert [(e.kind, e.data) for e in kinds] == [("scan", "overrun")]
+    r.handle_kernel([Overrun(), LinkEvent(True, Link("eth9", 9, False))])
+    assert _scans(agent) == [("scan", "overrun")]
+
+
+async def test_a_link_no_route_uses_going_down_or_away_asks_for_no_scan_unless_adopted_routes_wait(tmp_path):
+    """A pod's veth on a Kubernetes node: created, deleted, no route of ours through it."""
+    from agent.core.model import Prefix
+    from agent.fib.types import Link, LinkEvent
+
+    path = tmp_path / "c.yaml"
+    path.write_text(USES_ETH9)
+    agent = Agent(str(path))
+    r = agent.routing
+    r.load_config(agent.config)  # (as the core task does at start)
+    r.handle_kernel([LinkEvent(False, Link("eth9", 9, True))])
+    _scans(agent)
+    generation = r.rib.resolver.generation
+    for i in range(3):
+        r.handle_kernel([LinkEvent(False, Link(f"veth{i}", 20 + i, True))])
+        r.handle_kernel([LinkEvent(False, Link(f"veth{i}", 20 + i, False)), LinkEvent(True, Link(f"veth{i}", 20 + i, False))])
+    assert _scans(agent) == [] and r.rib.resolver.generation == generation
+    r.fib.stale.add(Prefix.parse("203.0.113.0/24"))  # adopted at start, not decided yet: what it uses is unknown
+    r.handle_kernel([LinkEvent(True, Link("veth0", 20, False))])
+    assert _scans(agent) == [("scan", "link-down")]
+    r.fib.stale.clear()
+    r.rib.set_failed(next(iter(r.rib.counts)), True)  # decisions void, not re-made yet
+    r.handle_kernel([LinkEvent(True, Link("veth1", 21, False))])
+    assert _scans(agent) == [("scan", "link-down")]
 
 
 SELECTED = GOOD + """---

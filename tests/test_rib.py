@@ -75,6 +75,47 @@ def test_link_coming_up_resolves_a_device_route_that_waited_for_it():
     assert rib.set_link("eth1", True)[P("192.168.3.0/24")].nexthops == (NextHop(None, "eth1"),)
 
 
+def test_links_created_and_deleted_that_nothing_uses_reevaluate_nothing_and_the_used_ones_do():
+    """A pod's veth appearing or going (a Kubernetes node makes one per pod) re-evaluated every
+    route: only a link a next hop names, or with the connected route of a gateway, does now."""
+    rib = rib_with_links("eth0")
+    rib.apply([connected(), up("192.168.1.0/24", static("a", "10.0.0.1"))])
+    generation = rib.resolver.generation
+    for name in ("veth1", "veth2"):
+        assert rib.set_link(name, True) == {} and rib.set_link(name, None) == {}
+    assert rib.resolver.generation == generation
+    # a device route waiting for a link that does not exist yet: its creation resolves it
+    assert rib.apply([up("192.168.3.0/24", static("c", None, dev="eth9"))]) == {}
+    assert rib.set_link("eth9", True)[P("192.168.3.0/24")].nexthops == (NextHop(None, "eth9"),)
+    assert rib.set_link("eth9", None) == {P("192.168.3.0/24"): None, P("192.168.1.0/24"): rib.desired(P("192.168.1.0/24"))}
+    # a gateway whose connected route is on a link that appears only now (its address came first)
+    rib.apply([up("192.168.4.0/24", static("d", "10.9.0.1"))])
+    assert rib.set_connected([(P("10.9.0.0/24"), "eth7", True)])[P("192.168.4.0/24")] is None  # eth7 unknown yet
+    assert rib.set_link("eth7", True)[P("192.168.4.0/24")].nexthops == (NextHop("10.9.0.1", "eth7"),)
+    assert rib.set_link("eth7", None)[P("192.168.4.0/24")] is None
+
+
+def test_a_new_links_ipv6_link_local_route_leaves_link_local_next_hops_on_other_links_alone():
+    """Every veth gets fe80::/64: it covers a peer's link-local next hop on the uplink, which only
+    the uplink's own routes can resolve (a next hop given with its device)."""
+    def link_local(dev, present=True):  # (one origin per device, as the kernel source makes them)
+        c = kernel(f"kernel,dev={dev}", dev=dev, connected=True)
+        return Update(P("fe80::/64"), c.origin, c if present else None)
+
+    rib = rib_with_links("up0", "eth0")
+    rib.apply([link_local("up0"), up("2001:db8::/48", static("a", "fe80::1", dev="up0")),
+               connected(), up("192.168.1.0/24", static("b", "10.0.0.1"))])
+    assert rib.desired(P("2001:db8::/48")).nexthops == (NextHop("fe80::1", "up0"),)
+    generation = rib.resolver.generation
+    rib.set_link("veth0", True)
+    assert rib.apply([link_local("veth0")]) == {} and rib.apply([link_local("veth0", False)]) == {}
+    assert rib.set_link("veth0", None) == {} and rib.resolver.generation == generation
+    # a more specific subnet of a gateway given without a device, and the uplink itself, still count
+    rib.apply([connected(P("10.0.0.0/25"), "eth5")])
+    assert rib.resolver.generation != generation
+    assert rib.set_link("up0", False)[P("2001:db8::/48")] is None
+
+
 def test_ecmp_static_route_is_one_multipath_route():
     rib = rib_with_links("eth0")
     rib.apply([connected()])

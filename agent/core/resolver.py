@@ -52,48 +52,59 @@ class Resolver:
         self._cache: dict[int, tuple] = {}
         self.generation = 0
         self.connected_version = 0  # counts changes of the set of connected routes
+        # every decision of the current generation resolved through `_cache` (False after an
+        # `invalidate` that the RIB did not follow with a re-evaluation: link and connected
+        # changes then count as used, as nothing cached tells what the installed routes use)
+        self.complete = True
 
     # ---- inputs ----
     def add_connected(self, prefix: Prefix, dev: str) -> None:
         self._connected[(prefix, dev)] += 1
         if self._connected[(prefix, dev)] == 1:
-            self._connected_changed(prefix)
+            self._connected_changed(prefix, dev)
 
     def remove_connected(self, prefix: Prefix, dev: str) -> None:
         key = (prefix, dev)
         if self._connected.get(key, 0) <= 1:
             if self._connected.pop(key, None) is not None:
-                self._connected_changed(prefix)
+                self._connected_changed(prefix, dev)
         else:
             self._connected[key] -= 1
 
-    def _connected_changed(self, prefix: Prefix) -> None:
+    def _connected_changed(self, prefix: Prefix, dev: str) -> None:
         """A connected route came or went: only when it covers a gateway some cached resolution
-        used or looked for (an interface address on an unrelated subnet, an IPv6 link-local
-        route appearing) does anything need re-evaluating."""
+        used or looked for on that device (an interface address on an unrelated subnet, the IPv6
+        link-local route of a new pod's veth beside a peer's link-local next hop on the uplink)
+        does anything need re-evaluating."""
         self.connected_version += 1
-        if any(prefix.contains_address(*parse_address(gw)) for gw in self._cached_gateways()):
+        if not self.complete or any(prefix.contains_address(*parse_address(gw))
+                                    for gw, on in self._cached_gateways() if on is None or on == dev):
             self._changed()
         else:
             self._by_length = sorted(self._connected, key=lambda k: -k[0].length)
 
-    def _cached_gateways(self) -> set[str]:
+    def _cached_gateways(self) -> set[tuple[str, str | None]]:
+        """(gateway, device) of every cached resolution: the device it was given with (None: any
+        connected route may resolve it), or None for one a recursive resolution reached."""
         out = set()
         for resolved, _why, original, _vias in self._cache.values():
-            out.update(nh.gateway for nh in original if nh.gateway)
-            out.update(nh.gateway for nh in resolved if nh.gateway)
+            given = {nh.gateway for nh in original}
+            out.update((nh.gateway, nh.dev) for nh in original if nh.gateway)
+            out.update((nh.gateway, None) for nh in resolved if nh.gateway and nh.gateway not in given)
         return out
 
     def set_link(self, name: str, up: bool | None) -> bool:
         """Record a link state (None: the link is gone). Returns True when a resolution may have
         changed: the state changed and the link is one a cached resolution used or looked at (a
-        flapping interface that no route goes through costs nothing)."""
+        flapping interface that no route goes through costs nothing, and so does a link created
+        or deleted that no next hop names and no connected route of a gateway is on: a pod's
+        veth on a Kubernetes node, each of which re-evaluated every route of the RIB)."""
         old = self._links.get(name)
         if up is None:
             self._links.pop(name, None)
         else:
             self._links[name] = up
-        if old != up and (old is None or up is None or self._watch or self._link_used(name)):
+        if old != up and (self._watch or not self.complete or self._link_used(name)):
             self._changed()
             return True
         return False
@@ -107,7 +118,7 @@ class Resolver:
         on_link = [prefix for prefix, dev in self._connected if dev == name]
         if not on_link:
             return False
-        gateways = [parse_address(gw) for gw in self._cached_gateways()]
+        gateways = [parse_address(gw) for gw, on in self._cached_gateways() if on is None or on == name]
         return any(prefix.contains_address(*gw) for prefix in on_link for gw in gateways)
 
     def affects(self, prefix: Prefix) -> bool:
@@ -120,8 +131,14 @@ class Resolver:
         return bool(self._watch)
 
     def invalidate(self) -> None:
-        """A route some recursive resolution may depend on changed."""
+        """A route some recursive resolution may depend on changed, or the RIB's decisions are
+        void (`complete` is False until the RIB has re-evaluated every route: `settled`)."""
         self._changed()
+        self.complete = False
+
+    def settled(self) -> None:
+        """The RIB re-decided every route of the current generation (`complete`)."""
+        self.complete = True
 
     def _changed(self) -> None:
         self._watch.clear()  # re-registered as routes are resolved again

@@ -171,6 +171,7 @@ class Rib(RibViews):
             cands = (entry,) if isinstance(entry, Candidate) else entry
             if any(c.nexthops and not c.origin.kind.foreign for c in cands):
                 out[prefix] = self.desired(prefix)
+        self.resolver.settled()
         return out
 
     def _set(self, prefix: Prefix, origin: Origin, cand: Candidate | None, path_id: int | None = None) -> None:

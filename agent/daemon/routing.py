@@ -242,13 +242,20 @@ class Routing(BfdEvents):
         self._apply_rib(self.rib.set_connected(changes))
 
     def handle_kernel(self, events) -> None:
+        """Kernel monitor events. A link down or gone and a connected route deleted make the
+        kernel drop IPv4 routes through them silently: a full scan follows, unless nothing of ours
+        can go through them (`_unused`: no decided route's next hop names the link or has its
+        gateway in the subnet, no adopted route waits). A pod's veth costs no scan then."""
         updates = []
+        resolver = self.rib.resolver
+        generation, connected_gone = resolver.generation, False
         for ev in events:
             if isinstance(ev, Overrun):
                 self.queue.put(Event("scan", "overrun"))
             elif isinstance(ev, LinkEvent):
+                before = resolver.generation
                 self._apply_rib(self.rib.set_link(ev.link.name, None if ev.deleted else ev.link.up))
-                if ev.deleted or not ev.link.up:
+                if (ev.deleted or not ev.link.up) and not self._unused(before):
                     # IPv4 routes through a downed link vanish without notification
                     self.queue.put(Event("scan", "link-down"))
             elif isinstance(ev, NhEvent):  # ours, changed by someone else: routes may be gone too
@@ -259,13 +266,19 @@ class Routing(BfdEvents):
             elif isinstance(ev, RouteEvent):
                 if ev.foreign is not None:
                     updates += self.kernel.seen(ev.foreign, ev.deleted)
-                    if ev.deleted and ev.foreign.connected:
-                        # an address went away: the kernel drops routes through it silently
-                        self.queue.put(Event("scan", "connected-route-deleted"))
+                    connected_gone = connected_gone or (ev.deleted and ev.foreign.connected)
                 else:
                     self._our_route_event(ev)
         if updates:
             self._apply_rib(self.rib.apply(updates))
+        if connected_gone and not self._unused(generation):
+            # an address went away: the kernel drops routes through it silently
+            self.queue.put(Event("scan", "connected-route-deleted"))
+
+    def _unused(self, generation: int) -> bool:
+        """Nothing of ours can go through what changed since the resolver's `generation` (see
+        `handle_kernel`)."""
+        return self.rib.resolver.generation == generation and self.rib.resolver.complete and not self.fib.stale
 
     def _our_route_event(self, ev: RouteEvent) -> None:
         cur = self.fib.actual.get(ev.prefix)
