@@ -25,8 +25,9 @@ from agent.speaker import relay
 from agent.speaker.codec import CodecError, Decoder
 from agent.speaker.wire import CAP_ASN4, WireDecoder
 from agent.speaker.wire_records import (
-    ATTRS_SIZE, Rebuilder, RecordDecoder, RecordError, RecordWriter, columns, escape, unescape,
+    ATTRS_SIZE, Rebuilder, RecordDecoder, RecordError, RecordWriter, columns,
 )
+from agent.speaker.lines import LineReader
 from testlab import bgpwire as w
 from tests import test_wire_exabgp as cases
 
@@ -137,7 +138,7 @@ def test_malformed_records_are_refused(data):
     with pytest.raises(RecordError):
         Rebuilder().events_of(PEER, data)
     with pytest.raises(CodecError):
-        Decoder().decode(b"wire-events 192.0.2.1 " + escape(data))
+        Decoder().decode(wire_line(PEER, data))
 
 
 # ---- the relay's conversion ---------------------------------------------------------------------
@@ -266,8 +267,10 @@ def test_relay_process_decodes_and_forwards_to_the_end(tmp_path):
         proc.wait()
     head, _, rest = got.partition(b"\n")
     assert head == b"tok"
-    out = rest.split(b"\n")
-    assert out[-1] == b"" and out[-2] == b"done"
+    reader = LineReader(1 << 20)  # (the lines as the agent reads them: frames hold newlines)
+    out = reader.feed(rest) + reader.end()
+    assert out[-1] == b"done" and len(out) > 2
+    out.append(b"")
     assert all(line.startswith(b"wire-events ") for line in out[:-2])
     d = Decoder()
     events = [e for line in out[:-2] for e in d.decode(line)]
@@ -332,7 +335,8 @@ def test_relay_pump_bounded_queues_lose_and_reorder_nothing(monkeypatch):
     ended = threading.Event()
     relay._decode_pump(lambda n: next(feed, b""), written.append, ended.set)
     assert ended.wait(30)
-    out = b"".join(written).split(b"\n")
+    reader = LineReader(1 << 20)
+    out = reader.feed(b"".join(written)) + [b""]
     assert out[-2:] == [b"done", b""]
     d, ref = Decoder(), Decoder()
     assert [e for line in out[:-2] for e in d.decode(line)] == [e for line in lines[:-1] for e in ref.decode(line)]
@@ -406,22 +410,25 @@ def test_a_table_line_is_a_few_column_records():
     assert [type(x.prefix) for x in a.announced] == [int] * 9
 
 
-# ---- the line's DATA: binary, newlines escaped ---------------------------------------------------
+# ---- the line's DATA: binary, newlines and all ---------------------------------------------------
 
-@settings(max_examples=500, deadline=None)
-@given(st.binary(max_size=300)
-       | st.lists(st.sampled_from([b"\n", b"\xff", b"\x01", b"\x02", b"\xff\x01", b"\xff\x02", b" "]), max_size=40)
-       .map(b"".join))
-def test_escaped_data_has_no_newline_and_comes_back_whole(data):
-    out = escape(data)
-    assert b"\n" not in out
-    assert unescape(out) == data
-    assert len(out) == len(data) + data.count(b"\n") + data.count(b"\xff")
+def wire_line(peer: str, data: bytes) -> bytes:
+    return b"wire-events %s %d %s" % (peer.encode(), data.count(b"\n"), data)
 
 
-def test_a_line_whose_data_holds_spaces_newlines_and_escape_octets_is_decoded():
-    """Records whose dump holds every troublesome octet (spaces, newlines, 0xff, 0xff 0x02) come
-    through a line as they were written."""
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300) | st.lists(st.sampled_from([b"\n", b" ", b"\xff", b"1"]), max_size=40).map(b"".join))
+def test_a_wrong_newline_count_is_refused(data):
+    good = wire_line(PEER, marshal.dumps([(0, 4)]) + data)
+    head = good.split(b" ", 3)
+    bad = b" ".join(head[:2] + [str(int(head[2]) + 1).encode(), head[3]])
+    with pytest.raises(CodecError):
+        Decoder().decode(bad)
+
+
+def test_a_line_whose_data_holds_spaces_newlines_and_any_octet_is_decoded():
+    """Records whose dump holds every troublesome octet (spaces, newlines, 0xff) come through a
+    line as they were written, and through the agent's line reader read a few octets at a time."""
     d = RecordDecoder()
     bodies = [_simple_v4(i, i % 3, 10 + i, 1) for i in range(40)]
     records = [r for b in bodies for r in d.records_of(CAP_ASN4, b)]
@@ -429,8 +436,11 @@ def test_a_line_whose_data_holds_spaces_newlines_and_escape_octets_is_decoded():
                     b"\n\xff\x02 \xff\x01"))
     data = marshal.dumps(columns(records))
     assert all(o in data for o in (b" ", b"\n", b"\xff"))
-    line = b"wire-events " + PEER.encode() + b" " + escape(data)
-    assert line.count(b"\n") == 0
+    line = wire_line(PEER, data)
     events = Decoder().decode(line)
     assert flat(events) == flat(Rebuilder().events_of(PEER, data))
     assert events[-1].data == b"\n\xff\x02 \xff\x01" and "\n" in events[-1].reason
+    reader = LineReader(1 << 20)
+    stream = b"done\n" + line + b"\n" + line + b"\n"
+    got = [x for i in range(0, len(stream), 5) for x in reader.feed(stream[i:i + 5])]
+    assert got == [b"done", line, line]

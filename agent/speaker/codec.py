@@ -13,8 +13,9 @@ JSON is tried, and the body goes to the agent's own decoder (`agent.speaker.wire
 the same events as the JSON path below for the same UPDATE, plus `UpdateError` for a malformed
 one (RFC 7606). A line whose fields are not a peer address, an integer and hex is a `CodecError`.
 Normally the relay has decoded them already (`agent.speaker.relay --decode`): ``wire-events PEER
-DATA`` carries the events of one or more UPDATEs of that peer as records (binary, newlines
-escaped: the line is split at its first two spaces only), which
+K DATA`` carries the events of one or more UPDATEs of that peer as records (binary, with K
+newline octets, which `agent.speaker.lines` keeps in the line: it is split at its first three
+spaces only, and a K that does not match is a `CodecError`), which
 `agent.speaker.wire_records.Rebuilder` turns back into the same events; DATA that is not such a
 record is a `CodecError`.
 
@@ -89,7 +90,9 @@ from ..core.bgp import (
     SpeakerShutdown,
 )
 from .wire import WireDecoder
-from .wire_records import Rebuilder, unescape
+from .wire_records import Rebuilder
+
+_NEWLINE = b"\n"
 
 
 class CodecError(ValueError):
@@ -131,7 +134,7 @@ class Decoder:
     def decode(self, line: str | bytes) -> tuple[Event, ...]:
         if isinstance(line, bytes):
             if line[:12] == b"wire-events ":
-                return self._records(line.split(b" ", 2))  # (DATA is binary: only two spaces split)
+                return self._records(line.split(b" ", 3))  # (DATA is binary: only three spaces split)
             if line[:11] == b"raw-update ":
                 return self._raw(line.split())
             line = line.decode("utf-8", "replace")
@@ -194,10 +197,14 @@ class Decoder:
             raise CodecError(f"malformed raw-update line: {exc!r}: {b' '.join(map(_b, parts))[:200]!r}") from exc
 
     def _records(self, parts: list) -> tuple[Event, ...]:
-        """``wire-events PEER DATA``: UPDATEs the relay decoded (`agent.speaker.wire_records`)."""
+        """``wire-events PEER K DATA``: UPDATEs the relay decoded (`agent.speaker.wire_records`;
+        DATA holds K newlines: `agent.speaker.lines`)."""
         try:
-            _, peer, data = parts
-            events = self.records.events_of(self._address(peer), unescape(data))
+            _, peer, k, data = parts
+            held = data.count(_NEWLINE)
+            if held != int(k):
+                raise ValueError(f"{held} newlines in DATA, the header says {int(k)}")
+            events = self.records.events_of(self._address(peer), data)
             self.decoded_by["relay"] += self.records.messages
             return events
         except (ValueError, UnicodeDecodeError) as exc:  # (RecordError is a ValueError)

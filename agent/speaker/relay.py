@@ -13,8 +13,8 @@ fast and can never stop reading ExaBGP for a reason of its own.
 
 ``--decode`` (raw-UPDATE mode): the relay also decodes UPDATEs, so the agent's busy core does not
 have to (`agent.speaker.wire_records`): every ``raw-update PEER CAPS HEX`` line becomes
-``wire-events PEER DATA`` (the decoded events as a record); every other line passes unchanged, in
-order. Three threads: one reads ExaBGP, one converts, one writes to the agent, with two bounded
+``wire-events PEER K DATA`` (the decoded events as a record dump, binary, holding K newline octets:
+`agent.speaker.lines`); every other line passes unchanged, in order. Three threads: one reads ExaBGP, one converts, one writes to the agent, with two bounded
 queues between them (`_decode_pump`: while a table comes faster than it is converted, ExaBGP's
 write waits a few ms). The decoder is imported by the converting thread once it runs (~0.1 s,
 while the reader already reads); a line it cannot turn into a record (it cannot happen with the
@@ -75,7 +75,7 @@ def _decoder():
     from marshal import dumps
 
     from agent.core.gctune import tune_gc
-    from agent.speaker.wire_records import RecordDecoder, columns, escape
+    from agent.speaker.wire_records import RecordDecoder, columns
 
     tune_gc()
     gc.set_threshold(RELAY_GC_THRESHOLD, 20, 20)  # (see RELAY_GC_THRESHOLD)
@@ -85,7 +85,8 @@ def _decoder():
     def flush(out: list, peer: bytes, recs: list, raw: list) -> None:
         if raw:
             try:
-                out.append(b"wire-events " + peer + b" " + escape(dumps(columns(recs))))
+                data = dumps(columns(recs))  # (sent as it is: K says how many newlines it holds)
+                out.append(b"wire-events %s %d %s" % (peer, data.count(b"\n"), data))
             except Exception:  # the agent decodes them (or says why it cannot)
                 decoder.reset()
                 out.extend(raw)

@@ -2,13 +2,13 @@
 
 DOC: in raw-UPDATE mode the API helper (`agent.speaker.relay`, its own process) decodes every
 ``raw-update PEER CAPS HEX`` line with the agent's UPDATE decoder (`agent.speaker.wire`) and
-writes ``wire-events PEER DATA`` in its place: DATA is a `marshal` dump of the events' records
+writes ``wire-events PEER K DATA`` in its place: DATA is a `marshal` dump of the events' records
 (`RecordWriter.records`, one dump per line), built of plain tuples, ints, strings and bytes only,
-with its newline octets escaped (`escape`: the line stays one line; ``0xff`` is the escape
-octet, ``0xff 0x01`` stands for ``0xff`` and ``0xff 0x02`` for a newline, ~0.8 % longer). Base64
-made the line a third longer, and decoding it was 5.7 % of the agent's instructions per route at
-a full table (CPython's decoder takes ~27 per character); the two ``bytes.replace`` of
-`unescape` take 2.6 %.
+sent as it is with the K newline octets it holds (the agent's line reader keeps them in the line:
+`agent.speaker.lines`). Base64 made the line a third longer, and decoding it was 5.7 % of the
+agent's instructions per route at a full table (CPython's decoder takes ~27 per character);
+escaping the newlines instead (``0xff`` pairs) still cost the agent 3-4 % of its main thread in
+the two ``bytes.replace`` of two-octet patterns that undid it.
 The relay's decoder is `RecordDecoder`: the same decoder, which makes the records of the common
 UPDATE (IPv4 prefixes of one good attribute set) directly, without the events in between (~12 %
 of the relay's work per UPDATE of an Internet-like table); every other UPDATE goes through the
@@ -90,17 +90,6 @@ _LARGE = "large"  # (a large community list's key in the shared values: its octe
 # interns, since only those objects come again; the rebuilder's table of AS paths and next hops
 # (cleared when full; community lists too; AS numbers: the decoder's own table, `wire_values`)
 ATTRS_SIZE, VALUES_SIZE = WireDecoder.CACHE_SIZE, 1 << 15
-
-
-def escape(data: bytes) -> bytes:
-    """`data` without newline octets (see the module DOC); `unescape` gives it back."""
-    return data.replace(b"\xff", b"\xff\x01").replace(b"\n", b"\xff\x02")
-
-
-def unescape(data: bytes) -> bytes:
-    """The octets `escape` was given. (Every 0xff of its output starts a pair, so a 0xff 0x02
-    is always a newline's pair, and once those are replaced every 0xff left is followed by 0x01.)"""
-    return data.replace(b"\xff\x02", b"\n").replace(b"\xff\x01", b"\xff")
 
 
 class RecordError(ValueError):
