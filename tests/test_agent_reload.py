@@ -66,18 +66,26 @@ def _scans(agent) -> list:
     return [(e.kind, e.data) for e in (agent.queue.get_nowait() for _ in range(agent.queue.qsize()))]
 
 
-async def test_monitor_overrun_and_a_used_link_going_down_ask_for_a_full_scan(tmp_path):
-    from agent.core.model import Prefix
-    from agent.fib.types import Link, LinkEvent, Overrun
+def _with_eth9(tmp_path) -> Agent:
+    """The agent with its static route through eth9, which is up."""
+    from agent.fib.types import Link, LinkEvent
 
     path = tmp_path / "c.yaml"
     path.write_text(USES_ETH9)
     agent = Agent(str(path))
-    r = agent.routing
-    r.load_config(agent.config)  # (as the core task does at start)
-    r.handle_kernel([LinkEvent(False, Link("eth9", 9, True))])
-    assert r.rib.desired(Prefix.parse("198.51.100.0/24")).nexthops[0].dev == "eth9"
+    agent.routing.load_config(agent.config)  # (as the core task does at start)
+    agent.routing.handle_kernel([LinkEvent(False, Link("eth9", 9, True))])
     _scans(agent)
+    return agent
+
+
+async def test_monitor_overrun_and_a_used_link_going_down_ask_for_a_full_scan(tmp_path):
+    from agent.core.model import Prefix
+    from agent.fib.types import Link, LinkEvent, Overrun
+
+    agent = _with_eth9(tmp_path)
+    r = agent.routing
+    assert r.rib.desired(Prefix.parse("198.51.100.0/24")).nexthops[0].dev == "eth9"
     for ev, reason in ((Overrun(), "overrun"), (LinkEvent(False, Link("eth9", 9, False)), "link-down")):
         r.handle_kernel([ev])
         assert _scans(agent) == [("scan", reason)]
@@ -91,13 +99,8 @@ async def test_a_link_no_route_uses_going_down_or_away_asks_for_no_scan_unless_a
     from agent.core.model import Prefix
     from agent.fib.types import Link, LinkEvent
 
-    path = tmp_path / "c.yaml"
-    path.write_text(USES_ETH9)
-    agent = Agent(str(path))
+    agent = _with_eth9(tmp_path)
     r = agent.routing
-    r.load_config(agent.config)  # (as the core task does at start)
-    r.handle_kernel([LinkEvent(False, Link("eth9", 9, True))])
-    _scans(agent)
     generation = r.rib.resolver.generation
     for i in range(3):
         r.handle_kernel([LinkEvent(False, Link(f"veth{i}", 20 + i, True))])

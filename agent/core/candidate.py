@@ -47,7 +47,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from .communities import Communities, LargeCommunities, octets
-from .values import BgpOrigin, Form, NextHop, Origin, RouteType, form
+from .values import BgpOrigin, Form, NextHop, Origin, RouteType, form, shared
 
 
 class BgpAttrs(NamedTuple):
@@ -86,15 +86,8 @@ _identities: dict[PeerIdentity, PeerIdentity] = {}
 
 
 def peer_identity(address: str, asn: int, router_id: str, ebgp: bool) -> PeerIdentity:
-    """The shared `PeerIdentity` with these values (a few per peer over the agent's life: the
-    table is cleared if it ever grows past 4096)."""
-    ident = PeerIdentity(address, asn, router_id, ebgp)
-    hit = _identities.get(ident)
-    if hit is None:
-        if len(_identities) >= 4096:
-            _identities.clear()
-        hit = _identities[ident] = ident
-    return hit
+    """The shared `PeerIdentity` with these values (a few per peer over the agent's life)."""
+    return shared(_identities, PeerIdentity(address, asn, router_id, ebgp))
 
 
 _UNICAST = RouteType.UNICAST

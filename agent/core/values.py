@@ -126,15 +126,20 @@ class Form(NamedTuple):
 _forms: dict[Form, Form] = {}
 
 
+def shared(table: dict, value):
+    """The instance of `value` kept in `table` (`value` itself the first time): a few distinct
+    values over the agent's life, so the table is cleared if it ever grows past 4096."""
+    hit = table.get(value)
+    if hit is None:
+        if len(table) >= 4096:
+            table.clear()
+        hit = table[value] = value
+    return hit
+
+
 def form(type: RouteType = RouteType.UNICAST, metric: int | None = None, path_id: int | None = None) -> Form | None:
     """The ``form`` field for these values: None for the common case, else a shared `Form` (a
-    few per policy metric and path id: the table is cleared if it ever grows past 4096)."""
+    few per policy metric and path id)."""
     if type == RouteType.UNICAST and metric is None and path_id is None:
         return None
-    f = Form(RouteType(type), metric, path_id)
-    hit = _forms.get(f)
-    if hit is None:
-        if len(_forms) >= 4096:
-            _forms.clear()
-        hit = _forms[f] = f
-    return hit
+    return shared(_forms, Form(RouteType(type), metric, path_id))
