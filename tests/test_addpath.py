@@ -200,14 +200,17 @@ def test_stale_path_withdrawn_explicitly_and_session_loss_without_gr():
     assert ROUTE not in plain.rib
 
 
-def test_guard_growth_withdraws_paths():
+@pytest.mark.parametrize("told", [False, True])  # the guard's gain told (only related paths looked at), or not
+def test_guard_growth_withdraws_paths(told):
     lab = Lab()
-    lab.feed(paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 1), ("198.51.100.0/24", "10.0.2.1", UP2, 2)))
-    lab.stage.guard.set_protected(frozenset({P("198.51.100.0/24")}))
-    ups = lab.stage.recheck_guard(BIRD)
+    lab.feed(paths_update(("198.51.100.0/24", "10.0.1.1", UP1, 1), ("198.51.100.0/24", "10.0.2.1", UP2, 2),
+                          ("203.0.113.0/24", "10.0.1.1", UP1, 3)))
+    gained = [P("198.51.100.0/25")]  # (the /24 covers it: refused as covering our own)
+    lab.stage.guard.set_protected(frozenset(gained))
+    ups = lab.stage.recheck_guard(BIRD, gained if told else None)
     assert sorted(u.path_id for u in ups) == [1, 2] and all(u.candidate is None for u in ups)
     lab.rib.apply(ups)
-    assert lab.route() is None and lab.stage.held(BIRD)[4] == (0, 2)
+    assert lab.route() is None and lab.stage.held(BIRD)[4] == (1, 2)
 
 
 def test_routes_without_path_ids_and_paths_of_another_peer_mix():

@@ -141,11 +141,14 @@ def accepted_paths(st: PeerState) -> list[tuple[Prefix, int]]:
     return [(p, pid) for p, by_id in st.paths.items() for pid, v in by_id.items() if v.accepted]
 
 
-def recheck_paths(stage: ImportStage, st: PeerState, peer: str) -> list[Update]:
-    """`ImportStage.recheck_guard` for paths: accepted paths the grown guard refuses now."""
+def recheck_paths(stage: ImportStage, st: PeerState, peer: str, keys: list[Prefix] | None = None) -> list[Update]:
+    """`ImportStage.recheck_guard` for paths: accepted paths the grown guard refuses now (only
+    those of `keys`, the prefixes related to what it gained, unless None)."""
     s = st.settings
     out = []
-    for prefix, pid in accepted_paths(st):
+    paths = st.paths
+    for prefix, pid in accepted_paths(st) if keys is None else \
+            [(p, pid) for p in keys if p in paths for pid, v in paths[p].items() if v.accepted]:
         verdict = stage.guard.check(prefix, allow_default=s.allow_default, allow_covering=s.allow_covering)
         if verdict is None:
             continue

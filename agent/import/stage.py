@@ -389,7 +389,7 @@ class ImportStage(StageViews):
             rkey = (peer, 6 if v6 else 4, verdict.reason)
             self.rejected[rkey] = self.rejected.get(rkey, 0) + 1
             out.append(Update(prefix, st.origin, None))
-        return out + recheck_paths(self, st, peer) if st.paths else out
+        return out + recheck_paths(self, st, peer, keys) if st.paths else out
 
     def peer_down(self, peer: str, now: float) -> None:
         """The session went down: forget its routes, reset max-prefix (starting a hold-down after
