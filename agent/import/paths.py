@@ -20,7 +20,7 @@ the tuple ``(prefix, path_id)``; a route without path id is keyed by its `Prefix
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.model import Prefix, Update, new_update
@@ -136,9 +136,11 @@ def withdraw_path(stage: ImportStage, st: PeerState, peer: str, prefix: Prefix, 
     return Update(prefix, st.origin, None, pid)
 
 
-def accepted_paths(st: PeerState) -> list[tuple[Prefix, int]]:
-    """The ``(prefix, path_id)`` keys of the peer's accepted paths."""
-    return [(p, pid) for p, by_id in st.paths.items() for pid, v in by_id.items() if v.accepted]
+def accepted_paths(st: PeerState, prefixes: Iterable[Prefix] | None = None) -> list[tuple[Prefix, int]]:
+    """The ``(prefix, path_id)`` keys of the peer's accepted paths (of `prefixes` only, if given)."""
+    paths = st.paths
+    pairs = paths.items() if prefixes is None else ((p, paths[p]) for p in prefixes if p in paths)
+    return [(p, pid) for p, by_id in pairs for pid, v in by_id.items() if v.accepted]
 
 
 def recheck_paths(stage: ImportStage, st: PeerState, peer: str, keys: list[Prefix] | None = None) -> list[Update]:
@@ -146,9 +148,7 @@ def recheck_paths(stage: ImportStage, st: PeerState, peer: str, keys: list[Prefi
     those of `keys`, the prefixes related to what it gained, unless None)."""
     s = st.settings
     out = []
-    paths = st.paths
-    for prefix, pid in accepted_paths(st) if keys is None else \
-            [(p, pid) for p in keys if p in paths for pid, v in paths[p].items() if v.accepted]:
+    for prefix, pid in accepted_paths(st, keys):
         verdict = stage.guard.check(prefix, allow_default=s.allow_default, allow_covering=s.allow_covering)
         if verdict is None:
             continue

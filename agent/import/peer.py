@@ -205,12 +205,8 @@ class PeerState:
 
     def is_accepted(self, prefix: Prefix) -> bool:
         """Is `prefix` accepted now (`accepted_keys` for one prefix)?"""
-        v = self.kept.get(prefix, _MISSING)
-        if v is not _MISSING:
-            return v.accepted
-        if prefix in self.recent:
-            return self.recent[prefix] is not None
-        return self.rib is not None and rib_holds(self.rib, prefix, self.origin)
+        v = self.stored(prefix)
+        return v is not None and v.accepted
 
     def accepted_keys(self) -> list[Prefix]:
         """The prefixes accepted now (a scan of the RIB for this peer's candidates, once settled)."""
