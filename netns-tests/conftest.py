@@ -1,7 +1,9 @@
 """Fixtures for tests against the real kernel: namespaces, the real agent, `ip monitor`.
 
 Every namespace a test creates is deleted in teardown, and every agent process is killed.
-Waiting is always polling with a deadline (`wait_for`), never a bare sleep.
+Waiting is always polling with a deadline (`wait_for`), never a bare sleep. A failing test's
+report ends with the log of each agent it ran (the last 5000 characters), so a failure on CI can
+be read without running it again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.netns)
             if os.geteuid() != 0:
                 item.add_marker(pytest.mark.skip(reason="needs root for network namespaces"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed and report.when == "call":
+        seen = set()
+        for name, value in getattr(item, "funcargs", {}).items():
+            node = value if isinstance(value, Node) else getattr(value, "node", None)
+            if isinstance(node, Node) and id(node) not in seen and node.logtext():
+                seen.add(id(node))
+                report.sections.append((f"agent log ({name})", node.logtext()))
 
 
 HEADER = "apiVersion: routeagent.io/v1alpha1\n"

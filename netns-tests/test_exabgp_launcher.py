@@ -221,6 +221,41 @@ def test_notify_and_teardown_send_their_notification_with_graceful_restart(nets,
         bird.close()
 
 
+def nlri_v4(line: str) -> list[str]:
+    """The IPv4 prefixes at the end of a raw UPDATE line (after the path attributes)."""
+    body = bytes.fromhex(line.split()[3])
+    withdrawn = int.from_bytes(body[:2], "big")
+    at = 2 + withdrawn
+    at += 2 + int.from_bytes(body[at:at + 2], "big")
+    out = []
+    while at < len(body):
+        bits = body[at]
+        octets = (bits + 7) // 8
+        out.append(f"{socket.inet_ntoa(body[at + 1:at + 1 + octets].ljust(4, bytes(1)))}/{bits}")
+        at += 1 + octets
+    return out
+
+
+def test_a_route_refresh_asked_just_before_a_reload_is_still_sent(nets, tmp_path):
+    """The refresh and the reload in one write: ExaBGP takes the refresh in one reactor turn and
+    reloads at the start of the next, before the session could send it (stock 5.0.15 dropped it
+    with the peer's old Neighbor object). BIRD answers the refresh with its routes again."""
+    nb, ne = nets
+    bird = Bird(nb, tmp_path / "bird", bird_config())
+    exa = start_exabgp(ne, tmp_path, "exa", raw=True)
+    try:
+        exa.wait(is_raw(B4, "00000000"), 30, "raw End-of-RIB v4")
+        exa.wait(is_raw(B6, EOR6), 30, "raw End-of-RIB v6")
+        mark = len(exa.snapshot())
+        exa.send(f"neighbor {B4} announce route-refresh ipv4 unicast\nreload")
+        wait_for(lambda: {p for l in exa.snapshot(mark) if is_raw(B4)(l) for p in nlri_v4(l)} == set(V4), 15,
+                 what="BIRD's routes again after the refresh")
+        assert not any(is_state(B4, "down")(l) for l in exa.snapshot(mark))  # a refresh, not a reset
+    finally:
+        exa.close()
+        bird.close()
+
+
 # ---- a raw BGP speaker ---------------------------------------------------------------------------
 
 MARKER = b"\xff" * 16

@@ -221,3 +221,30 @@ def test_launcher_and_patches_import_nothing_from_the_agent():
     for module in (launcher, patches, reading):
         source = open(module.__file__).read()
         assert "from agent" not in source and "import agent" not in source and "from ." not in source
+
+
+RELOAD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    import exabgp_patches as patches
+    patches.install()
+    from exabgp.bgp.fsm import FSM
+    from exabgp.bgp.neighbor import Neighbor
+    from exabgp.reactor.peer import Peer
+    old, new = Neighbor(), Neighbor()
+    peer = Peer.__new__(Peer)  # (only what reconfigure reads)
+    peer.neighbor, peer._neighbor, peer.fsm = old, None, FSM.ESTABLISHED
+    old.refresh.extend(["r1", "r2"]); old.eor.append("e"); old.messages.append("m")
+    new.refresh.append("r3")
+    peer.reconfigure(new)
+    assert peer.neighbor is new
+    assert (list(new.refresh), list(new.eor), list(new.messages)) == (["r1", "r2", "r3"], ["e"], ["m"])
+    assert not (old.refresh or old.eor or old.messages)
+    print("ok")
+""")
+
+
+def test_a_reload_keeps_what_the_api_queued_for_an_established_peer():
+    here = os.path.dirname(patches.__file__)
+    r = subprocess.run([sys.executable, "-c", RELOAD.format(here=here)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -254,3 +255,18 @@ async def test_batches_hand_over_what_is_waiting_in_order_and_bounded(tmp_path):
         sp.queue.put_nowait(ev)
     got = [b async for b in sp.batches(max_events=4, max_routes=7)]
     assert got == [(up, big, big), (big, up)]  # 1 + 3 + 3 = 7 prefixes: cut; then the rest
+
+
+async def test_set_peers_reloads_exabgp_only_when_its_configuration_text_changes(tmp_path):
+    sp = make_speaker(tmp_path)
+    async with sp:
+        await sp.wait_running(30)
+        signals: list[int] = []
+        sp.kill = signals.append
+        first = sp.conf_path.read_text()
+        await sp.set_peers([passive_peer(importPolicy="acceptAll")])  # ours only: ExaBGP sees nothing
+        assert signals == [] and sp.conf_path.read_text() == first
+        await sp.set_peers([passive_peer(holdTime=30)])
+        assert signals == [signal.SIGUSR1] and "hold-time 30;" in sp.conf_path.read_text()
+        await sp.set_peers([passive_peer(holdTime=30)])
+        assert signals == [signal.SIGUSR1]

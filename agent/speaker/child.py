@@ -92,6 +92,7 @@ class RuntimeDir:
         self.path = path
         self.sock = path / "api.sock"
         self._sock_dir: Path | None = None
+        self.written = ""  # the configuration text last written
 
     @property
     def conf(self) -> Path:
@@ -116,11 +117,13 @@ class RuntimeDir:
         return sock
 
     def write_conf(self, text: str) -> None:
+        """Replace the configuration file at once; `written` keeps its text."""
         tmp = self.conf.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, self.conf)
+        self.written = text
 
     def write_env(self) -> Path:
         """An empty ExaBGP environment file: only the settings passed in the environment count."""

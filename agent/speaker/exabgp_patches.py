@@ -31,6 +31,12 @@ sending, the JSON lines for state/open/notification/refresh) stays ExaBGP's.
   plainly; ``unpaced=True`` runs them for up to `async_budget` seconds per turn (or `async_limit`
   steps) and the reactor does not sleep while commands are queued, so sessions still get a turn
   (KEEPALIVEs, received messages) every budget.
+* A reload (SIGUSR1) no longer loses what the API queued for a session: ExaBGP keeps the route
+  refreshes, End-of-RIB markers and operational messages waiting to be sent in the peer's
+  `Neighbor` object, and a reload gives an established peer the newly parsed one, with empty
+  queues. A ``route-refresh`` asked just before a reload (a policy change that also edits a peer)
+  was dropped; now the reload moves what is still queued into the new object, ahead of anything
+  newer (`Peer.reconfigure`).
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ def install(raw_updates: bool = False, unpaced: bool = False, async_limit: int =
     _patch_notify()
     _patch_api_loop(unpaced, async_limit, async_budget)
     _patch_next_hop_self()
+    _patch_reload()
 
 
 # ---- logging ---------------------------------------------------------------------------------
@@ -208,6 +215,29 @@ def _patch_next_hop_self() -> None:
         return Change(nlri, attributes)
 
     Neighbor.remove_self = remove_self
+
+
+# ---- reload ------------------------------------------------------------------------------------
+
+QUEUED = ("refresh", "eor", "messages")  # a Neighbor's deques of what the API asked to send
+
+
+def _patch_reload() -> None:
+    from exabgp.reactor.peer import Peer
+
+    reconfigure = Peer.reconfigure
+
+    def keeping_queued(self, restart_neighbor=None):
+        old = self.neighbor
+        if restart_neighbor is not None and old is not None and old is not restart_neighbor:
+            for name in QUEUED:
+                queued = getattr(old, name)
+                if queued:
+                    getattr(restart_neighbor, name).extendleft(reversed(queued))
+                    queued.clear()
+        return reconfigure(self, restart_neighbor)
+
+    Peer.reconfigure = keeping_queued
 
 
 # ---- the API loop ------------------------------------------------------------------------------

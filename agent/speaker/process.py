@@ -32,7 +32,8 @@ raw`` also UPDATEs handed over undecoded). In raw mode `start()` first checks th
 interpreter's ExaBGP is the pinned version and refuses (ConfigError at ``spec.updates``) otherwise.
 
 `set_peers()` rewrites the configuration and asks the running ExaBGP to reload it (SIGUSR1):
-sessions of unchanged peers stay up. A peer that is no longer configured (deleted, its selector
+sessions of unchanged peers stay up. When the new configuration text is the one ExaBGP runs with
+(only an import policy or a selector changed) nothing is written and ExaBGP is not signalled. A peer that is no longer configured (deleted, its selector
 no longer matching, its address changed) whose session is up first gets Cease 6/3 "Peer
 De-configured" (RFC 4486: ``neighbor ADDR notify 6 3``, waiting for ExaBGP's answer, which comes
 once the NOTIFICATION is written, at most `DECONFIGURE_WAIT` seconds): without it ExaBGP would
@@ -240,10 +241,10 @@ class Speaker:
             if removed:
                 await self._cease_deconfigured(removed)
             text, _ = self._render(self.peers, self.held)  # (the API helper's token may be new)
+            if text == self._rundir.written:
+                return  # nothing ExaBGP would see changed (an import policy, a peer's selector)
             self._rundir.write_conf(text)
-            proc = self._proc
-            if proc is not None and proc.returncode is None:
-                proc.send_signal(signal.SIGUSR1)
+            self.kill(signal.SIGUSR1)  # (reload)
 
     def _deconfigured(self, peers: Sequence[BgpPeer]) -> list[str]:
         """Addresses of the peers configured now, absent from `peers`, whose session is up."""
@@ -276,7 +277,7 @@ class Speaker:
                                            DECONFIGURE_WAIT)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send `sig` to the running ExaBGP (tests use it to simulate a crash)."""
+        """Send `sig` to the running ExaBGP (SIGUSR1: reload; tests simulate a crash with SIGKILL)."""
         if self._proc is not None and self._proc.returncode is None:
             self._proc.send_signal(sig)
 
