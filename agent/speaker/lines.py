@@ -12,7 +12,8 @@ splits the chunk at its newlines once (in C), hands out the pieces that are whol
 are, and joins the pieces of a frame with one ``b"\\n".join``, so a frame costs a few Python steps
 rather than one per newline in its data. A line (or the piece of one) that has not ended yet
 waits for the next chunk; one longer than `limit` octets is dropped up to its end and counted
-(`dropped`), and the lines around it are kept. `end` returns what is left when the stream ends (a
+(`dropped`), and the lines around it are kept. A frame can be over the limit before its first
+newline: its first `HEAD` octets are kept until that newline, so its K still says where it ends. `end` returns what is left when the stream ends (a
 last line without its newline counts).
 
 A ``wire-events`` line whose K is not a number is an ordinary line (the codec says what is wrong
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 FRAME = b"wire-events "
 MAX_NEWLINES = 1 << 24  # a K beyond this is not believed: the line is an ordinary one
+HEAD = 128  # octets of a dropped line's start that hold its header (PEER: an address)
 
 
 def newlines_of(piece: bytes) -> int:
@@ -47,6 +49,7 @@ class LineReader:
         self._owed = 0  # pieces the line being read still needs, each ending at a newline (0: none begun)
         self._size = 0  # octets of the line being read so far
         self._drop = False  # the line being read is longer than `limit`: dropped up to its end
+        self._head: bytes | None = None  # the start of a dropped line whose first piece goes on
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines completed by `chunk`, in order."""
@@ -84,13 +87,15 @@ class LineReader:
         if self._owed and not self._drop and self._size > self.limit:
             self.dropped += 1
             self._drop = True
+            if not self._frame:  # still in its first piece: K is not known yet
+                self._head = b"".join(self._partial)[:HEAD]
             self._partial, self._frame = [], []
         return out
 
     def end(self) -> list[bytes]:
         """What is left when the stream ends: the last line, if its newline never came."""
         line = b"\n".join(self._frame + [b"".join(self._partial)]) if not self._drop else b""
-        self._partial, self._frame, self._owed, self._size, self._drop = [], [], 0, 0, False
+        self._partial, self._frame, self._owed, self._size, self._drop, self._head = [], [], 0, 0, False, None
         return [line] if line else []
 
     def _go_on(self, pieces: list[bytes], out: list[bytes]) -> int:
@@ -99,6 +104,9 @@ class LineReader:
         if len(self._frame) == 0 and not self._drop and self._owed == 1:
             self._owed = 0  # an ordinary line, or the first piece of a frame: read as a new line
             return 0
+        if self._head is not None:  # a dropped line's first piece ends: a frame's K pieces follow
+            self._owed += newlines_of(self._head) if self._head[:12] == FRAME else 0
+            self._head = None
         take = min(self._owed, len(pieces))
         self._owed -= take
         if not self._drop:
