@@ -204,8 +204,10 @@ def test_notify_and_teardown_send_their_notification_with_graceful_restart(nets,
         assert down[0]["neighbor"]["reason"] == "notification sent (6,3)"
         wait_for(lambda: "e6: Received: Peer de-configured" in bird.log.read_text(), 10, what="BIRD got 6/3")
         # an explicit teardown sends its Cease although graceful restart was negotiated
+        mark = len(exa.snapshot())
         exa.send(f"neighbor {B4} teardown 2")
         wait_for(lambda: "e4: Received: Administrative shutdown" in bird.log.read_text(), 10, what="BIRD got 6/2")
+        wait_for(lambda: acks(exa, mark), 10, what="the teardown answered")  # (before the next mark)
         assert "graceful restart" not in bird.log.read_text().lower().replace("graceful restart on", "")
         # nothing established to notify: error; a malformed notify: error
         mark = len(exa.snapshot())
@@ -461,6 +463,36 @@ def test_a_long_announcement_burst_never_delays_keepalives_past_the_hold_time(ne
         assert "k1: Error: Hold timer expired" not in log and "k1: State changed to down" not in log, log[-2000:]
         assert not any(is_state(B4, "down")(l) for l in exa.snapshot())
         assert "Established" in bird.cmd("show", "protocols", "k1")
+    finally:
+        exa.close()
+        bird.close()
+
+
+def test_a_reload_during_an_announcement_burst_is_not_lost(nets, tmp_path):
+    """ExaBGP 5.0.15 dropped a reload (SIGUSR1 or the API's) that came while an adj-RIB-out had
+    routes still to send: the agent's new peer was never configured, a held peer never released."""
+    nb, ne = nets
+    ip(nb, "addr", "add", f"{B4B}/24", "dev", "lb")
+    ip(ne, "addr", "add", f"{E4B}/24", "dev", "le")
+    protocols = [
+        bgp_protocol("k1", local=B4, local_as=65000, neighbor=E4, neighbor_as=65001, passive=True),
+        bgp_protocol("k2", local=B4B, local_as=65000, neighbor=E4B, neighbor_as=65001, passive=True),
+    ]
+    bird = Bird(nb, tmp_path / "bird", base_config(B4) + "\n".join(protocols))
+    first, second = peer("k1", B4, E4), peer("k2", B4B, E4B, routerId=E4B)
+    exa = LauncherExabgp(ne, tmp_path / "exa", [first], BgpSpeakerSpec(listenAddresses=[]))
+    try:
+        exa.wait(is_state(B4, "up"), 30, "k1 up")
+        total = 200000
+        for line in burst_commands(B4, total):
+            exa.send(line)
+        wait_for(lambda: imported(bird, "k1") > 0, 60, what="the burst reaching BIRD")
+        exa.reload([first, second])
+        during = imported(bird, "k1")
+        exa.wait(is_state(B4B, "up"), 60, "k2 up: the reload was applied")
+        assert during < total, "the burst was over before the reload: proves nothing"
+        wait_for(lambda: imported(bird, "k1") == total, 180, interval=0.2, what="the whole burst at BIRD")
+        assert not any(is_state(B4, "down")(l) for l in exa.snapshot())
     finally:
         exa.close()
         bird.close()

@@ -40,9 +40,10 @@ class LauncherExabgp:
         self._server.bind(sock_path)
         self._server.listen(1)
         token = secrets.token_hex(8)
-        conf = render(list(peers), speaker, [sys.executable, "-S", "-E", RELAY, sock_path, token],
-                      read_secrets(peers), log_level="INFO")
-        conf_path = self.dir / "exabgp.conf"
+        self._render = lambda peers: render(list(peers), speaker, [sys.executable, "-S", "-E", RELAY, sock_path, token],
+                                            read_secrets(peers), log_level="INFO")
+        conf = self._render(peers)
+        conf_path = self.conf_path = self.dir / "exabgp.conf"
         conf_path.write_text(conf.text)
         envfile = self.dir / "exabgp.env"
         envfile.write_text("")
@@ -74,6 +75,12 @@ class LauncherExabgp:
 
     def send(self, command: str) -> None:
         self._conn.sendall(command.encode() + b"\n")
+
+    def reload(self, peers) -> None:
+        """Rewrite the configuration for `peers` and ask ExaBGP to reload it (the API's ``reload``,
+        the path SIGUSR1 takes)."""
+        self.conf_path.write_text(self._render(peers).text)
+        self.send("reload")
 
     def wait(self, pred, timeout: float = 20.0, what: str = "", start: int = 0):
         """The first line (from `start`) for which `pred(line)` is true; polls until the deadline."""

@@ -240,6 +240,8 @@ RELOAD = textwrap.dedent("""
     assert peer.neighbor is new
     assert (list(new.refresh), list(new.eor), list(new.messages)) == (["r1", "r2", "r3"], ["e"], ["m"])
     assert not (old.refresh or old.eor or old.messages)
+    from exabgp.reactor.loop import Reactor
+    assert Reactor._pending_adjribout(None) is False  # a reload is never dropped for routes to send
     print("ok")
 """)
 

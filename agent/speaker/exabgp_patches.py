@@ -36,7 +36,12 @@ sending, the JSON lines for state/open/notification/refresh) stays ExaBGP's.
   `Neighbor` object, and a reload gives an established peer the newly parsed one, with empty
   queues. A ``route-refresh`` asked just before a reload (a policy change that also edits a peer)
   was dropped; now the reload moves what is still queued into the new object, ahead of anything
-  newer (`Peer.reconfigure`).
+  newer (`Peer.reconfigure`). And a reload that came while some session still had routes to
+  send (an export burst) was dropped, not postponed: the reactor cleared the signal, then saw
+  the pending adj-RIB-out and went on (`Reactor._pending_adjribout`), so a peer added or released
+  then was never configured. That guard protects the re-sending of routes written in the
+  configuration file; the agent's configuration has none (its routes come from the API and stay
+  in each peer's RIB over a reload), so the reload now happens at once.
 """
 
 from __future__ import annotations
@@ -223,7 +228,10 @@ QUEUED = ("refresh", "eor", "messages")  # a Neighbor's deques of what the API a
 
 
 def _patch_reload() -> None:
+    from exabgp.reactor.loop import Reactor
     from exabgp.reactor.peer import Peer
+
+    Reactor._pending_adjribout = lambda self: False  # (it only ever dropped the reload)
 
     reconfigure = Peer.reconfigure
 
