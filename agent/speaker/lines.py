@@ -13,8 +13,8 @@ are, and joins the pieces of a frame with one ``b"\\n".join``, so a frame costs 
 rather than one per newline in its data. A line (or the piece of one) that has not ended yet
 waits for the next chunk; one longer than `limit` octets is dropped up to its end and counted
 (`dropped`), and the lines around it are kept. A frame can be over the limit before its first
-newline: its first `HEAD` octets are kept until that newline, so its K still says where it ends. `end` returns what is left when the stream ends (a
-last line without its newline counts).
+newline: its first `HEAD` octets are kept until that newline, so its K still says where it
+ends. `end` returns what is left when the stream ends (a last line without its newline counts).
 
 A ``wire-events`` line whose K is not a number is an ordinary line (the codec says what is wrong
 with it). The header always lies before the first newline of the line (PEER and K are text), so

@@ -32,13 +32,13 @@ raw`` also UPDATEs handed over undecoded). In raw mode `start()` first checks th
 interpreter's ExaBGP is the pinned version and refuses (ConfigError at ``spec.updates``) otherwise.
 
 `set_peers()` rewrites the configuration and asks the running ExaBGP to reload it (SIGUSR1):
-sessions of unchanged peers stay up. When the new configuration text is the one ExaBGP runs with
-(only an import policy or a selector changed) nothing is written and ExaBGP is not signalled. A peer that is no longer configured (deleted, its selector
-no longer matching, its address changed) whose session is up first gets Cease 6/3 "Peer
-De-configured" (RFC 4486: ``neighbor ADDR notify 6 3``, waiting for ExaBGP's answer, which comes
-once the NOTIFICATION is written, at most `DECONFIGURE_WAIT` seconds): without it ExaBGP would
-drop the session silently and a graceful-restart peer would keep our routes for its restart
-time. Calls are applied one at a time, in order.
+sessions of unchanged peers stay up. A text ExaBGP already runs (only an import policy or a
+selector changed) is not reloaded. A peer that is no longer configured (deleted, its selector no
+longer matching, its address changed) whose session is up first gets Cease 6/3 "Peer De-configured"
+(RFC 4486: ``neighbor ADDR notify 6 3``, waiting for ExaBGP's answer, which comes once the
+NOTIFICATION is written, at most `DECONFIGURE_WAIT` seconds): without it ExaBGP would drop the
+session silently and a graceful-restart peer would keep our routes for its restart time. Calls are
+applied one at a time, in order.
 """
 
 from __future__ import annotations
