@@ -19,6 +19,7 @@ tests see exactly what the agent would read:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -186,13 +187,23 @@ def acks(exa: LauncherExabgp, start: int) -> list[str]:
     return [l for l in exa.snapshot(start) if l in ("done", "error")]
 
 
-def test_notify_and_teardown_send_their_notification_with_graceful_restart(nets, tmp_path):
+@contextlib.contextmanager
+def synced(nets, tmp_path):
+    """BIRD and ExaBGP in raw mode, once both sessions have delivered BIRD's End-of-RIB."""
     nb, ne = nets
     bird = Bird(nb, tmp_path / "bird", bird_config())
     exa = start_exabgp(ne, tmp_path, "exa", raw=True)
     try:
         exa.wait(is_raw(B4, "00000000"), 30, "raw End-of-RIB v4")
         exa.wait(is_raw(B6, EOR6), 30, "raw End-of-RIB v6")
+        yield bird, exa
+    finally:
+        exa.close()
+        bird.close()
+
+
+def test_notify_and_teardown_send_their_notification_with_graceful_restart(nets, tmp_path):
+    with synced(nets, tmp_path) as (bird, exa):
         assert "Graceful restart" in bird.cmd("show", "protocols", "all", "e4")
         # notify: any code; answered once written; BIRD logs it; the session goes down
         mark = begin = len(exa.snapshot())
@@ -218,9 +229,6 @@ def test_notify_and_teardown_send_their_notification_with_graceful_restart(nets,
         # both sessions come back (ExaBGP reconnects after its back-off)
         exa.wait(is_state(B4, "up"), 30, "e4 up again", start=begin)
         exa.wait(is_state(B6, "up"), 30, "e6 up again", start=begin)
-    finally:
-        exa.close()
-        bird.close()
 
 
 def nlri_v4(line: str) -> list[str]:
@@ -242,20 +250,12 @@ def test_a_route_refresh_asked_just_before_a_reload_is_still_sent(nets, tmp_path
     """The refresh and the reload in one write: ExaBGP takes the refresh in one reactor turn and
     reloads at the start of the next, before the session could send it (stock 5.0.15 dropped it
     with the peer's old Neighbor object). BIRD answers the refresh with its routes again."""
-    nb, ne = nets
-    bird = Bird(nb, tmp_path / "bird", bird_config())
-    exa = start_exabgp(ne, tmp_path, "exa", raw=True)
-    try:
-        exa.wait(is_raw(B4, "00000000"), 30, "raw End-of-RIB v4")
-        exa.wait(is_raw(B6, EOR6), 30, "raw End-of-RIB v6")
+    with synced(nets, tmp_path) as (bird, exa):
         mark = len(exa.snapshot())
         exa.send(f"neighbor {B4} announce route-refresh ipv4 unicast\nreload")
         wait_for(lambda: {p for l in exa.snapshot(mark) if is_raw(B4)(l) for p in nlri_v4(l)} == set(V4), 15,
                  what="BIRD's routes again after the refresh")
         assert not any(is_state(B4, "down")(l) for l in exa.snapshot(mark))  # a refresh, not a reset
-    finally:
-        exa.close()
-        bird.close()
 
 
 # ---- a raw BGP speaker ---------------------------------------------------------------------------
