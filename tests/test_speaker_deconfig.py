@@ -13,6 +13,7 @@ import socket
 from agent.config.bgp import BgpPeer, BgpSpeakerSpec
 from agent.core.bgp import AnnounceRoute, PeerStatus
 from agent.speaker.channel import ApiChannel
+from agent.speaker.deconfig import deconfigured
 from agent.speaker.process import Speaker
 
 
@@ -27,8 +28,8 @@ def test_only_removed_peers_whose_session_is_up_are_deconfigured(tmp_path):
     sp.channel.peer_states.update({"10.0.0.1": PeerStatus.UP, "10.0.0.2": PeerStatus.DOWN,
                                    "fd00::1": PeerStatus.UP, "10.0.0.4": PeerStatus.UP})
     moved = peer("d", "10.0.0.5")  # same name, new address: the old address is de-configured
-    assert sp._deconfigured([b, moved]) == ["10.0.0.1", "fd00::1", "10.0.0.4"]
-    assert sp._deconfigured([a, b, c, d]) == []
+    assert deconfigured(sp.peers, [b, moved], sp.channel.peer_states) == ["10.0.0.1", "fd00::1", "10.0.0.4"]
+    assert deconfigured(sp.peers, [a, b, c, d], sp.channel.peer_states) == []
 
 
 async def exabgp_stand_in(sock: socket.socket, answers: list[str]) -> None:

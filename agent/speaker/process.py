@@ -33,12 +33,9 @@ interpreter's ExaBGP is the pinned version and refuses (ConfigError at ``spec.up
 
 `set_peers()` rewrites the configuration and asks the running ExaBGP to reload it (SIGUSR1):
 sessions of unchanged peers stay up. A text ExaBGP already runs (only an import policy or a
-selector changed) is not reloaded. A peer that is no longer configured (deleted, its selector no
-longer matching, its address changed) whose session is up first gets Cease 6/3 "Peer De-configured"
-(RFC 4486: ``neighbor ADDR notify 6 3``, waiting for ExaBGP's answer, which comes once the
-NOTIFICATION is written, at most `DECONFIGURE_WAIT` seconds): without it ExaBGP would drop the
-session silently and a graceful-restart peer would keep our routes for its restart time. Calls are
-applied one at a time, in order.
+selector changed) is not reloaded. A peer that is no longer configured and whose session is up
+first gets Cease 6/3 "Peer De-configured" (`agent.speaker.deconfig`). Calls are applied one at
+a time, in order.
 """
 
 from __future__ import annotations
@@ -60,8 +57,8 @@ from .channel import MAX_QUEUED, READ_LIMIT, ApiChannel
 from .child import (
     LogPump, RuntimeDir, check_exabgp, default_runtime_dir, exit_status, resolve_interpreter, spawn,
 )
-from ..core.bgp import Command, Event, PeerStatus, SendNotification, SpeakerRestarted
-from ..core.model import canonical_address
+from ..core.bgp import Command, Event, PeerStatus, SpeakerRestarted
+from .deconfig import cease, deconfigured
 from .exabgp_conf import read_secrets, render
 from ..config.bgp import BgpPeer, BgpSpeakerSpec, UpdatesMode
 from ..config.loader import ConfigError, Problem
@@ -69,7 +66,6 @@ from ..config.loader import ConfigError, Problem
 log = logging.getLogger("agent.speaker")
 
 RELAY = str(Path(__file__).resolve().with_name("relay.py"))
-DECONFIGURE_WAIT = 10.0  # seconds to wait for the Cease 6/3 to a removed peer before the reload
 
 
 class Speaker:
@@ -233,48 +229,18 @@ class Speaker:
         held = frozenset(held)
         self._render(tuple(peers), held)  # raises for an invalid set
         async with self._reconfiguring:
-            removed = self._deconfigured(peers)
+            removed = deconfigured(self.peers, peers, self.channel.peer_states)
             self.peers = tuple(peers)
             self.held = held
             if self._task is None:
                 return  # not started: the first run uses the new peers
             if removed:
-                await self._cease_deconfigured(removed)
+                await cease(self.channel, removed, lambda: self.running)
             text, _ = self._render(self.peers, self.held)  # (the API helper's token may be new)
             if text == self._rundir.written:
                 return  # nothing ExaBGP would see changed (an import policy, a peer's selector)
             self._rundir.write_conf(text)
             self.kill(signal.SIGUSR1)  # (reload)
-
-    def _deconfigured(self, peers: Sequence[BgpPeer]) -> list[str]:
-        """Addresses of the peers configured now, absent from `peers`, whose session is up."""
-        keep = {canonical_address(p.spec.peer_address) for p in peers}
-        states = self.channel.peer_states
-        return [a for a in dict.fromkeys(canonical_address(p.spec.peer_address) for p in self.peers)
-                if a not in keep and states.get(a) is PeerStatus.UP]
-
-    async def _cease_deconfigured(self, addresses: list[str]) -> None:
-        """Cease 6/3 (Peer De-configured) to each of `addresses`, waiting until ExaBGP has written
-        it (its ``done``). An ExaBGP without the launcher's ``notify`` (unpatched: another
-        version) answers ``error``: then ``teardown 3``, which it sends without graceful restart."""
-        if not self.running:
-            return
-        waits = {a: self.channel.send_waiting(SendNotification(a, 6, 3)) for a in addresses}
-        try:
-            await asyncio.wait_for(asyncio.gather(*waits.values()), DECONFIGURE_WAIT)
-        except asyncio.TimeoutError:
-            pass
-        for address, fut in waits.items():
-            if fut.done() and fut.result():
-                log.info("speaker: peer %s de-configured: Cease 6/3 sent", address)
-                continue
-            log.warning("speaker: peer %s de-configured: ExaBGP did not confirm the Cease 6/3 (%s)%s", address,
-                        "refused" if fut.done() else f"no answer within {DECONFIGURE_WAIT:.0f}s",
-                        "; sending teardown 3" if fut.done() and self.running else "")
-            if fut.done() and self.running:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.channel.send_waiting(f"neighbor {address} teardown 3"),
-                                           DECONFIGURE_WAIT)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to the running ExaBGP (SIGUSR1: reload; tests simulate a crash with SIGKILL)."""
