@@ -471,7 +471,6 @@ def test_a_long_announcement_burst_never_delays_keepalives_past_the_hold_time(ne
         assert "k1: Error: Hold timer expired" not in log and "k1: State changed to down" not in log, log[-2000:] + seen
         assert not any(is_state(B4, "down")(l) for l in exa.snapshot()), exa.output() + log[-2000:] + seen
         assert "Established" in bird.cmd("show", "protocols", "k1")
-        print(seen)
     finally:
         exa.close()
         bird.close()
