@@ -250,7 +250,7 @@ def test_a_route_refresh_asked_just_before_a_reload_is_still_sent(nets, tmp_path
     """The refresh and the reload in one write: ExaBGP takes the refresh in one reactor turn and
     reloads at the start of the next, before the session could send it (stock 5.0.15 dropped it
     with the peer's old Neighbor object). BIRD answers the refresh with its routes again."""
-    with synced(nets, tmp_path) as (bird, exa):
+    with synced(nets, tmp_path) as (_bird, exa):
         mark = len(exa.snapshot())
         exa.send(f"neighbor {B4} announce route-refresh ipv4 unicast\nreload")
         wait_for(lambda: {p for l in exa.snapshot(mark) if is_raw(B4)(l) for p in nlri_v4(l)} == set(V4), 15,

@@ -1,4 +1,4 @@
-"""The core task's handlers of kernel events and the full scan: a mixin of `agent.daemon.routing.Routing`.
+"""Kernel-event handlers and the full scan: a mixin of `agent.daemon.routing.Routing`.
 
 DOC: kept apart from `Routing` only for size, like `agent.daemon.bfd_events`; they run on the
 core task and use Routing's state (`rib`, `fib`, `nhg`, `kernel`, `connected`, `bfd`, the queue).
